@@ -1,0 +1,23 @@
+"""The one exception type gpu-lab raises for bad input.
+
+Every message is a single line that names the object and the field, in the
+API server's own words where Kubernetes has them, so the CLI can print
+``error: <message>`` and notebooks show something a learner can act on.
+"""
+
+from __future__ import annotations
+
+
+class GpuLabError(Exception):
+    """Bad input or an impossible request; ``str(err)`` is one line."""
+
+    def __init__(self, message: str):
+        super().__init__(" ".join(str(message).split()))
+
+
+class InvalidObject(GpuLabError):
+    """A manifest the API server would reject (``Pod "x" is invalid: ...``)."""
+
+    def __init__(self, kind: str, name: str, errors: list[str]):
+        self.kind, self.name, self.errors = kind, name, list(errors)
+        super().__init__(f'{kind} "{name}" is invalid: ' + ", ".join(self.errors))

@@ -1,0 +1,139 @@
+"""The scheduling framework's vocabulary: statuses, the per-cycle state, plugins.
+
+Mirrors ``pkg/scheduler/framework`` closely enough that a learner can map each
+piece: a ``Plugin`` implements some of ``pre_filter``, ``filter``,
+``post_filter``, ``pre_score``, ``score`` and ``normalize_score``. Unlike
+kube-scheduler, which calls Filter and Score once per node, our plugins answer
+for every node at once (numpy arrays indexed like ``Snapshot.nodes``); a
+per-node ``filter_status`` gives the reason in Kubernetes' words when asked.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import numpy as np
+
+from ..model.objects import Pod
+
+if TYPE_CHECKING:
+    from .profile import Profile
+    from .snapshot import Snapshot
+
+MAX_NODE_SCORE = 100
+
+# Status codes, as in k8s.io/kube-scheduler/framework.
+SUCCESS = "Success"
+UNSCHEDULABLE = "Unschedulable"
+UNRESOLVABLE = "UnschedulableAndUnresolvable"
+SKIP = "Skip"
+ERROR = "Error"
+
+
+@dataclass(frozen=True)
+class Status:
+    code: str
+    reasons: tuple[str, ...] = ()
+    plugin: str = ""
+
+    @property
+    def rejected(self) -> bool:
+        return self.code in (UNSCHEDULABLE, UNRESOLVABLE)
+
+    def message(self) -> str:
+        return ", ".join(self.reasons)
+
+
+@dataclass
+class CycleContext:
+    """One scheduling attempt of one pod: the CycleState of kube-scheduler."""
+
+    pod: Pod
+    snapshot: Snapshot
+    profile: Profile
+    data: dict[str, Any] = field(default_factory=dict)  # per-plugin state, keyed by plugin name
+    # Pods nominated to nodes (after preemption) that this pod must leave room for.
+    nominated: dict[int, list[Pod]] = field(default_factory=dict)
+    # Set by the scheduler: re-runs PreFilter and every Filter plugin for node i
+    # against the snapshot as it is now (preemption removes victims, then asks).
+    run_filters: Any = None  # Callable[[int], Status | None]
+
+
+@dataclass
+class Diagnosis:
+    """Why a pod fits nowhere: each rejected node's status (framework.Diagnosis)."""
+
+    node_status: dict[int, Status] = field(default_factory=dict)
+    unschedulable_plugins: set[str] = field(default_factory=set)
+    pre_filter_msg: str = ""
+    post_filter_msg: str = ""
+    # Set when PreFilter rejected: every node has this status.
+    absent_status: Status | None = None
+
+
+@dataclass
+class PostFilterResult:
+    """What PostFilter (preemption) found: a node to nominate and the pods to evict."""
+
+    nominated_node: int | None = None
+    victims: list[Pod] = field(default_factory=list)
+    status: Status = field(default_factory=lambda: Status(UNSCHEDULABLE))
+
+
+class Plugin:
+    """Base class; subclasses set ``name`` and implement the phases they take part in."""
+
+    name: ClassVar[str] = ""
+
+    def __init__(self, args: dict[str, Any] | None = None, handle: Any = None):
+        self.args = args or {}
+        self.handle = handle
+
+    # --- phases (overridden by plugins that take part) ---------------
+    def pre_filter(self, ctx: CycleContext) -> Status | None:
+        """Return a rejection for every node, ``Status(SKIP)`` to skip Filter, or None."""
+        return None
+
+    def filter(self, ctx: CycleContext) -> np.ndarray:
+        """Boolean array, True where the node passes."""
+        raise NotImplementedError
+
+    def filter_status(self, ctx: CycleContext, i: int) -> Status:
+        """Why node ``i`` failed this plugin's filter."""
+        raise NotImplementedError
+
+    def post_filter(self, ctx: CycleContext, diagnosis: Diagnosis) -> PostFilterResult:
+        """Called when no node fits; preemption lives here."""
+        raise NotImplementedError
+
+    def pre_score(self, ctx: CycleContext, feasible: np.ndarray) -> Status | None:
+        """Return ``Status(SKIP)`` to skip Score for this pod."""
+        return None
+
+    def score(self, ctx: CycleContext, feasible: np.ndarray) -> np.ndarray:
+        """Raw int64 scores for the node indices in ``feasible``."""
+        raise NotImplementedError
+
+    def normalize_score(self, ctx: CycleContext, scores: np.ndarray) -> np.ndarray:
+        return scores
+
+    @classmethod
+    def implements(cls, phase: str) -> bool:
+        own = getattr(cls, phase, None)
+        return own is not None and own is not getattr(Plugin, phase, None)
+
+
+def default_normalize(scores: np.ndarray, reverse: bool = False) -> np.ndarray:
+    """``helper.DefaultNormalizeScore``: scale to 0..100 by the max, optionally reversed."""
+    if len(scores) == 0:
+        return scores
+    top = int(scores.max())
+    if top == 0:
+        if reverse:
+            return np.full_like(scores, MAX_NODE_SCORE)
+        return scores
+    out = scores * MAX_NODE_SCORE // top
+    if reverse:
+        out = MAX_NODE_SCORE - out
+    return out

@@ -1,0 +1,132 @@
+"""NodeResourcesFit: does the pod's request fit what the node has left?
+
+Filter (fit.go ``fitsRequest``): one more pod than ``pods`` allows is "Too
+many pods"; each of cpu, memory, ephemeral-storage and every scalar resource
+(``nvidia.com/gpu`` included) the pod requests and the node lacks gives
+"Insufficient <name>". The failure is UnschedulableAndUnresolvable when the
+request exceeds the node's whole allocatable (preemption cannot help).
+
+Score: the configured ``scoringStrategy`` (default LeastAllocated over cpu and
+memory, weight 1 each). Extended resources count only if listed there, which is
+why GPUs are neither spread nor packed by default.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ....errors import GpuLabError
+from ...framework import MAX_NODE_SCORE, UNRESOLVABLE, UNSCHEDULABLE, CycleContext, Plugin, Status
+from .scoring import (
+    MAX_CUSTOM_PRIORITY_SCORE,
+    is_scalar,
+    least_requested,
+    most_requested,
+    node_columns,
+    requested_to_capacity,
+    weighted_average,
+)
+
+DEFAULT_RESOURCES = [{"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1}]
+STRATEGIES = ("LeastAllocated", "MostAllocated", "RequestedToCapacityRatio")
+
+
+class Fit(Plugin):
+    name = "NodeResourcesFit"
+
+    def __init__(self, args=None, handle=None):
+        super().__init__(args, handle)
+        strat = dict(self.args.get("scoringStrategy") or {})
+        self.strategy = strat.get("type") or "LeastAllocated"
+        if self.strategy not in STRATEGIES:
+            raise GpuLabError(
+                f'NodeResourcesFitArgs: scoringStrategy.type: Unsupported value: "{self.strategy}": '
+                f"supported values: {', '.join(repr(s) for s in STRATEGIES)}"
+            )
+        resources = strat.get("resources") or DEFAULT_RESOURCES
+        self.resources = [{"name": r["name"], "weight": int(r.get("weight") or 1)} for r in resources]
+        for r in self.resources:
+            if not 1 <= r["weight"] <= 100:
+                raise GpuLabError(
+                    f"NodeResourcesFitArgs: scoringStrategy.resources[{r['name']}].weight: "
+                    f"Invalid value: {r['weight']}: resource weight of {r['name']} should be in range [1, 100]"
+                )
+        self.shape: list[tuple[int, int]] = []
+        if self.strategy == "RequestedToCapacityRatio":
+            raw_shape = (strat.get("requestedToCapacityRatio") or {}).get("shape") or []
+            if not raw_shape:
+                raise GpuLabError("NodeResourcesFitArgs: scoringStrategy.requestedToCapacityRatio.shape: Required value: at least one point must be specified")
+            # Configured scores are 0..10 and scaled to 0..100 (requested_to_capacity_ratio.go).
+            self.shape = [
+                (int(p["utilization"]), int(p["score"]) * (MAX_NODE_SCORE // MAX_CUSTOM_PRIORITY_SCORE))
+                for p in raw_shape
+            ]
+        self.ignored = set(self.args.get("ignoredResources") or [])
+        self.ignored_groups = set(self.args.get("ignoredResourceGroups") or [])
+
+    # ---------------------------------------------------------------- filter
+    def _checked(self, ctx: CycleContext) -> list[tuple[str, int, int]]:
+        """(resource, column, request) the filter compares, in fit.go's order."""
+        key = "NodeResourcesFit/checked"
+        got = ctx.data.get(key)
+        if got is None:
+            snap, pod = ctx.snapshot, ctx.pod
+            got = []
+            for name in ("cpu", "memory", "ephemeral-storage"):
+                if pod.requests.get(name, 0) > 0:
+                    got.append((name, snap.resource_column(name), pod.requests[name]))
+            for name, v in pod.requests.items():
+                if name in ("cpu", "memory", "ephemeral-storage") or v <= 0 or not is_scalar(name):
+                    continue
+                if name in self.ignored or name.split("/", 1)[0] in self.ignored_groups:
+                    continue
+                got.append((name, snap.resource_column(name), v))
+            ctx.data[key] = got
+        return got
+
+    def _requested(self, ctx: CycleContext) -> np.ndarray:
+        req = ctx.snapshot.requested
+        if ctx.nominated:
+            req = req.copy()
+            for i, pods in ctx.nominated.items():
+                for p in pods:
+                    req[i] += ctx.snapshot.request_vector(p)
+        return req
+
+    def filter(self, ctx: CycleContext) -> np.ndarray:
+        snap = ctx.snapshot
+        checked = self._checked(ctx)
+        req = self._requested(ctx)
+        pods_col = snap.rindex["pods"]
+        ok = req[:, pods_col] + 1 <= snap.allocatable[:, pods_col]
+        for _, col, v in checked:
+            ok &= v <= snap.allocatable[:, col] - req[:, col]
+        return ok
+
+    def filter_status(self, ctx: CycleContext, i: int) -> Status:
+        snap = ctx.snapshot
+        req = self._requested(ctx)[i]
+        alloc = snap.allocatable[i]
+        reasons, unresolvable = [], False
+        pods_col = snap.rindex["pods"]
+        if req[pods_col] + 1 > alloc[pods_col]:
+            reasons.append("Too many pods")
+        for name, col, v in self._checked(ctx):
+            if v > alloc[col] - req[col]:
+                reasons.append(f"Insufficient {name}")
+                unresolvable |= v > alloc[col]
+        return Status(UNRESOLVABLE if unresolvable else UNSCHEDULABLE, tuple(reasons), self.name)
+
+    # ----------------------------------------------------------------- score
+    def score(self, ctx: CycleContext, feasible: np.ndarray) -> np.ndarray:
+        specs, allocs, _, withs = node_columns(ctx.snapshot, ctx.pod, self.resources, feasible, use_requested=False)
+        if not specs:
+            return np.zeros(len(feasible), dtype=np.int64)
+        if self.strategy == "LeastAllocated":
+            per = [least_requested(w, a) for w, a in zip(withs, allocs)]
+            return weighted_average(specs, allocs, per)
+        if self.strategy == "MostAllocated":
+            per = [most_requested(w, a) for w, a in zip(withs, allocs)]
+            return weighted_average(specs, allocs, per)
+        per = [requested_to_capacity(self.shape, w, a) for w, a in zip(withs, allocs)]
+        return weighted_average(specs, allocs, per, rounding="round")
