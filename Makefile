@@ -1,0 +1,36 @@
+# One entry point for people and CI. `make lab` opens the curriculum, `make test` runs every test.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: setup lab test lint notebooks bench controlplane clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	python3 -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev,lab]'
+	touch $(STAMP)
+
+lab: setup
+	$(VENV)/bin/jupyter lab lessons/00_start_here.ipynb
+
+lint: setup
+	$(PY) -m ruff check gpu_lab tests benchmarks
+
+notebooks: setup
+	$(PY) -m pytest -q -p no:randomly --nbval-lax --nbval-current-env lessons
+
+test: lint
+	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q --nbval-lax --nbval-current-env lessons
+
+bench: setup
+	$(VENV)/bin/gpu-lab bench --json | tee benchmarks/results/latest.json
+
+controlplane: setup
+	$(VENV)/bin/gpu-lab controlplane build
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis

@@ -1,0 +1,51 @@
+"""gpu-lab: learn Kubernetes GPU scheduling by doing it.
+
+The public API is what ``__all__`` lists; everything else is private.
+
+>>> import gpu_lab
+>>> lab = gpu_lab.connect("sim", seed=0)
+>>> lab.apply("scenario.yaml")          # doctest: +SKIP
+>>> lab.schedule()                      # doctest: +SKIP
+>>> lab.explain("default/train-0")      # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from .backends.base import Session
+from .errors import GpuLabError, InvalidObject
+from .model.scenario import Scenario, load_scenario
+from .sim.explain import Explanation
+
+__version__ = "0.1.0"
+BACKENDS = ("sim", "local", "kind", "kubeconfig")
+
+__all__ = [
+    "BACKENDS",
+    "Explanation",
+    "GpuLabError",
+    "InvalidObject",
+    "Scenario",
+    "Session",
+    "__version__",
+    "connect",
+    "load_scenario",
+]
+
+
+def connect(backend: str = "sim", *, seed: int | None = 0, deterministic: bool = False,
+            record: bool = True) -> Session:
+    """Open a session on a backend.
+
+    ``sim`` (the default) is the embedded kube-scheduler model: instant, no
+    cluster needed. ``seed`` fixes the random tie-break among equally scored
+    nodes (as the real scheduler breaks ties at random); ``deterministic=True``
+    picks the lowest node name instead. ``record=False`` keeps no per-pod
+    explanation data (for large what-if studies).
+    """
+    if backend == "sim":
+        from .backends.sim import SimSession
+
+        return SimSession(seed=seed, deterministic=deterministic, record=record)
+    if backend in BACKENDS:
+        raise GpuLabError(f'backend "{backend}" is not available in this version of gpu-lab yet (use "sim")')
+    raise GpuLabError(f'unknown backend "{backend}" (choose from {", ".join(BACKENDS)})')

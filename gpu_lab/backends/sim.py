@@ -1,0 +1,339 @@
+"""The embedded backend: our kube-scheduler model plus a tiny kubelet, on a clock.
+
+Pods are queued by priority then creation order, scheduled one cycle at a
+time, bound, given devices by their node's device manager, and (when they carry
+a ``gpulab.dev/duration`` annotation) finish after that long on a simulated
+clock, which frees their resources for whoever waits.
+"""
+
+from __future__ import annotations
+
+import heapq
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from ..deviceplugin.manager import DeviceManager
+from ..errors import GpuLabError
+from ..model.objects import Node, Pod
+from ..model.quantity import format_quantity
+from ..model.scenario import load_documents, parse_scenario
+from ..sim.explain import Explanation, build_explanation
+from ..sim.profile import load_scheduler_config
+from ..sim.scheduler import Attempt, Scheduler
+from ..sim.snapshot import Snapshot
+from .base import Session, Source
+
+DURATION_ANNOTATION = "gpulab.dev/duration"
+# Events that can make a pod that failed on these plugins fit: another pod
+# landing (affinity, spread) as opposed to one leaving (everything).
+_POD_ADDED_HELPS = {"InterPodAffinity", "PodTopologySpread"}
+PREEMPTED_MESSAGE = "{}: preempting to accommodate a higher priority pod"
+
+
+def parse_duration(text: str) -> float:
+    """Go-style durations: "90s", "5m", "1h30m", "1.5h"."""
+    parts = re.findall(r"(\d+(?:\.\d+)?)(ms|s|m|h)", str(text).strip())
+    if not parts or "".join(n + u for n, u in parts) != str(text).strip():
+        raise GpuLabError(f'annotation {DURATION_ANNOTATION}: invalid duration "{text}" (use e.g. 90s, 5m, 1h30m)')
+    scale = {"ms": 0.001, "s": 1, "m": 60, "h": 3600}
+    return sum(float(n) * scale[u] for n, u in parts)
+
+
+@dataclass
+class PodRecord:
+    pod: Pod
+    node: str | None = None
+    phase: str = "Pending"
+    reason: str = ""
+    message: str = ""
+    devices: dict[str, list[str]] = field(default_factory=dict)
+    container_devices: dict[str, dict[str, list[str]]] = field(default_factory=dict)
+    nominated_node: str | None = None
+    start_time: float | None = None
+    end_time: float | None = None
+    attempts: int = 0
+    attempt: Attempt | None = None
+
+
+class SimSession(Session):
+    backend = "sim"
+
+    def __init__(self, seed: int | None = 0, deterministic: bool = False, record: bool = True):
+        self.seed, self.deterministic, self.record = seed, deterministic, record
+        self.reset()
+
+    # ------------------------------------------------------------- state
+    def reset(self) -> None:
+        self.clock = 0.0
+        self._nodes: dict[str, Node] = {}
+        self._records: dict[str, PodRecord] = {}
+        self._priority_classes: dict[str, dict] = {}
+        self._scheduler_config_raw: dict | None = None
+        self._namespaces: set[str] = {"default", "kube-system"}
+        self._created = 0
+        self._events: list[tuple[float, int, str]] = []
+        self._event_seq = 0
+        self.snapshot = Snapshot()
+        self.devices: dict[str, DeviceManager] = {}
+        self.scheduler = Scheduler(load_scheduler_config(None), self.snapshot, self.seed,
+                                   self.deterministic, self.record)
+
+    # ------------------------------------------------------------- apply
+    def apply(self, src: Source) -> list[str]:
+        docs = load_documents(src)
+        sc = parse_scenario(docs, known_priority_classes=dict(self._priority_classes),
+                            first_created=self._created)
+        # Check everything before changing anything: nothing half-applied.
+        for n in sc.nodes:
+            if n.name in self._nodes:
+                raise GpuLabError(f'nodes "{n.name}" already exists')
+        for p in sc.pods:
+            if p.key in self._records:
+                raise GpuLabError(f'pods "{p.name}" already exists (namespace {p.namespace})')
+            if p.namespace not in self._namespaces and p.namespace not in sc.namespaces:
+                raise GpuLabError(f'namespaces "{p.namespace}" not found')
+        config = None
+        if sc.scheduler_config is not None:
+            config = load_scheduler_config(sc.scheduler_config)
+        for p in sc.pods:
+            if p.annotations.get(DURATION_ANNOTATION):
+                parse_duration(p.annotations[DURATION_ANNOTATION])
+
+        refs: list[str] = []
+        self._priority_classes.update(sc.priority_classes)
+        refs += [f"priorityclass/{k}" for k in sc.priority_classes]
+        self._namespaces.update(sc.namespaces)
+        refs += [f"namespace/{k}" for k in sc.namespaces]
+        if config is not None:
+            self._scheduler_config_raw = sc.scheduler_config
+            old = self.scheduler
+            self.scheduler = Scheduler(config, self.snapshot, self.seed, self.deterministic, self.record)
+            self.scheduler.nominated = old.nominated
+            refs.append("kubeschedulerconfiguration")
+        if sc.nodes:
+            for n in sc.nodes:
+                self._nodes[n.name] = n
+                self.devices[n.name] = DeviceManager({r: list(ids) for r, ids in n.devices.items()})
+            self.snapshot.set_nodes(self._nodes.values())
+            refs += [f"node/{n.name}" for n in sc.nodes]
+        self._created = max([self._created] + [p.created + 1 for p in sc.pods])
+        for p in sc.pods:
+            rec = PodRecord(p)
+            self._records[p.key] = rec
+            refs.append(f"pod/{p.key}")
+            if p.node_name:
+                self._admit_direct(rec)
+        return refs
+
+    def _admit_direct(self, rec: PodRecord) -> None:
+        """spec.nodeName skips the scheduler; the kubelet's admission still checks fit."""
+        pod = rec.pod
+        i = self.snapshot.index.get(pod.node_name)
+        if i is None:
+            rec.message = f'node "{pod.node_name}" not found'
+            return
+        snap = self.snapshot
+        for r, v in sorted(pod.requests.items()):
+            col = snap.resource_column(r)
+            used, cap = int(snap.requested[i, col]), int(snap.allocatable[i, col])
+            if v > cap - used:
+                rec.phase, rec.reason = "Failed", f"OutOf{r}"
+                rec.message = (f"Pod was rejected: Node didn't have enough resource: {r}, "
+                               f"requested: {v}, used: {used}, capacity: {cap}")
+                return
+        self._bind(rec, pod.node_name)
+
+    # ---------------------------------------------------------- schedule
+    def _pending(self) -> list[PodRecord]:
+        return [r for r in self._records.values() if r.phase == "Pending" and r.node is None
+                and not r.pod.node_name and not r.pod.raw.get("spec", {}).get("schedulingGates")]
+
+    def schedule(self) -> pd.DataFrame:
+        self._run_queue()
+        return self.pods()
+
+    def _run_queue(self) -> None:
+        active = [(-r.pod.priority, r.pod.created, r.pod.key) for r in self._pending()]
+        heapq.heapify(active)
+        unschedulable: list[PodRecord] = []
+        budget = 20 * (len(active) + 10)
+        while active and budget > 0:
+            budget -= 1
+            _, _, key = heapq.heappop(active)
+            rec = self._records[key]
+            if rec.phase != "Pending" or rec.node is not None:
+                continue
+            attempt = self.scheduler.schedule_one(rec.pod)
+            rec.attempts += 1
+            rec.attempt = attempt if self.record else None
+            if attempt.node is not None:
+                self._bind(rec, attempt.node)
+                woken = [u for u in unschedulable if u.attempt is None or u.attempt.diagnosis is None
+                         or u.attempt.diagnosis.unschedulable_plugins & _POD_ADDED_HELPS]
+                for u in woken:
+                    unschedulable.remove(u)
+                    heapq.heappush(active, (-u.pod.priority, u.pod.created, u.pod.key))
+                continue
+            rec.message = attempt.message
+            pf = attempt.post_filter
+            if pf is not None and pf.nominated_node is not None:
+                node_name = self.snapshot.nodes[pf.nominated_node].name
+                for victim in pf.victims:
+                    self._evict(victim, rec.pod)
+                self.scheduler.nominate(rec.pod, pf.nominated_node)
+                rec.nominated_node = node_name
+                # Deleting pods frees room: everyone waiting gets another try.
+                for u in unschedulable:
+                    heapq.heappush(active, (-u.pod.priority, u.pod.created, u.pod.key))
+                unschedulable = []
+                heapq.heappush(active, (-rec.pod.priority, rec.pod.created, rec.pod.key))
+            else:
+                unschedulable.append(rec)
+
+    def _bind(self, rec: PodRecord, node: str) -> None:
+        i = self.snapshot.index[node]
+        pod = rec.pod
+        dm = self.devices[node]
+        for c in pod.containers:
+            for r, v in c.requests.items():
+                if r in dm.devices and v > 0:
+                    dm.allocate(pod.key, c.name, r, v)
+        self.snapshot.add_pod(pod, i)
+        self.scheduler.forget_nomination(pod)
+        rec.node, rec.phase, rec.reason, rec.message = node, "Running", "", ""
+        rec.nominated_node = None
+        rec.devices = dm.pod_devices(pod.key)
+        rec.container_devices = dm.allocations(pod.key)
+        rec.start_time = self.clock
+        dur = pod.annotations.get(DURATION_ANNOTATION)
+        if dur:
+            self._event_seq += 1
+            heapq.heappush(self._events, (self.clock + parse_duration(dur), self._event_seq, pod.key))
+
+    def _release(self, rec: PodRecord) -> None:
+        if rec.node is not None and rec.pod.key in self.snapshot.pod_node:
+            self.snapshot.remove_pod(rec.pod)
+            self.devices[rec.node].release(rec.pod.key)
+        rec.end_time = self.clock
+
+    def _evict(self, victim: Pod, preemptor: Pod) -> None:
+        rec = self._records[victim.key]
+        self._release(rec)
+        rec.phase, rec.reason = "Failed", "PreemptionByScheduler"
+        rec.message = PREEMPTED_MESSAGE.format(preemptor.scheduler_name)
+
+    # -------------------------------------------------------------- time
+    def advance(self, seconds: float | None = None) -> pd.DataFrame:
+        """Move the clock; pods that finish free their resources and the queue runs again.
+
+        ``seconds=None`` runs until no timed pod is left running.
+        """
+        target = float("inf") if seconds is None else self.clock + seconds
+        self._run_queue()
+        while self._events and self._events[0][0] <= target:
+            t, _, key = heapq.heappop(self._events)
+            self.clock = t
+            rec = self._records.get(key)
+            if rec is None or rec.phase != "Running":
+                continue
+            self._release(rec)
+            rec.phase, rec.reason = "Succeeded", "Completed"
+            self._run_queue()
+        if seconds is not None:
+            self.clock = target
+        return self.pods()
+
+    def delete(self, pod: str) -> None:
+        """Delete a pod (``namespace/name`` or ``name`` in default); waiting pods get another try."""
+        rec = self._record(pod)
+        self._release(rec)
+        del self._records[rec.pod.key]
+        self.scheduler.forget_nomination(rec.pod)
+        self._run_queue()
+
+    # ----------------------------------------------------------- reading
+    def _record(self, pod: str) -> PodRecord:
+        key = pod if "/" in pod else f"default/{pod}"
+        rec = self._records.get(key)
+        if rec is None:
+            raise GpuLabError(f'pods "{key.split("/", 1)[1]}" not found (namespace {key.split("/", 1)[0]})')
+        return rec
+
+    def explain(self, pod: str) -> Explanation:
+        rec = self._record(pod)
+        if rec.attempt is None:
+            if rec.pod.node_name:
+                why = "spec.nodeName is set: the scheduler never saw this pod"
+            elif not self.record:
+                why = "this session was created with record=False"
+            else:
+                why = "the scheduler has not tried this pod yet: call schedule()"
+            return Explanation(rec.pod.key, rec.node, rec.message or why, rec.pod.scheduler_name,
+                               pd.DataFrame(), pd.DataFrame(), [why])
+        exp = build_explanation(rec.attempt, rec.attempt.filter_verdicts)
+        if rec.node and rec.node != exp.node:
+            exp.notes.append(f"now on {rec.node}")
+        if rec.phase != "Pending" and rec.phase != "Running":
+            exp.notes.append(f"phase {rec.phase}: {rec.message}")
+        return exp
+
+    def pods(self) -> pd.DataFrame:
+        rows = []
+        for rec in self._records.values():
+            p = rec.pod
+            rows.append({
+                "namespace": p.namespace, "name": p.name, "node": rec.node, "phase": rec.phase,
+                "priority": p.priority, "gpus": sum(v for r, v in p.requests.items() if r.startswith("nvidia.com/")),
+                "requests": {r: format_quantity(r, v) for r, v in p.requests.items()},
+                "devices": rec.devices, "nominated_node": rec.nominated_node, "reason": rec.reason,
+                "message": rec.message, "start": rec.start_time, "end": rec.end_time,
+            })
+        cols = ["namespace", "name", "node", "phase", "priority", "gpus", "requests", "devices",
+                "nominated_node", "reason", "message", "start", "end"]
+        return pd.DataFrame(rows, columns=cols)
+
+    def nodes(self) -> pd.DataFrame:
+        snap = self.snapshot
+        rows = []
+        for i, n in enumerate(snap.nodes):
+            row = {
+                "name": n.name, "pool": n.pool,
+                "product": n.labels.get("nvidia.com/gpu.product"),
+                "pods": int(snap.requested[i, snap.rindex["pods"]]),
+                "cpu_requested": snap.requested[i, snap.rindex["cpu"]] / 1000,
+                "cpu_allocatable": snap.allocatable[i, snap.rindex["cpu"]] / 1000,
+                "memory_requested_gib": snap.requested[i, snap.rindex["memory"]] / 2**30,
+                "memory_allocatable_gib": snap.allocatable[i, snap.rindex["memory"]] / 2**30,
+            }
+            for r in snap.resources:
+                if r.startswith("nvidia.com/"):
+                    col = snap.rindex[r]
+                    row[f"{r} requested"] = int(snap.requested[i, col])
+                    row[f"{r} allocatable"] = int(snap.allocatable[i, col])
+            row["unschedulable"] = n.unschedulable
+            row["taints"] = ", ".join(f"{t.key}={t.value}:{t.effect}" if t.value else f"{t.key}:{t.effect}"
+                                      for t in n.taints)
+            rows.append(row)
+        return pd.DataFrame(rows)
+
+    def to_dict(self) -> dict[str, Any]:
+        snap = self.snapshot
+        pods = [{
+            "namespace": r.pod.namespace, "name": r.pod.name, "node": r.node, "phase": r.phase,
+            "message": r.message, "requests": {k: format_quantity(k, v) for k, v in r.pod.requests.items()},
+            "devices": r.devices,
+        } for r in self._records.values()]
+        nodes = []
+        for i, n in enumerate(snap.nodes):
+            requested = {res: format_quantity(res, int(snap.requested[i, snap.rindex[res]]))
+                         for res in snap.resources if res in n.allocatable or snap.requested[i, snap.rindex[res]]}
+            nodes.append({
+                "name": n.name, "labels": dict(n.labels),
+                "capacity": {k: format_quantity(k, v) for k, v in n.capacity.items()},
+                "allocatable": {k: format_quantity(k, v) for k, v in n.allocatable.items()},
+                "requested": requested,
+            })
+        return {"backend": self.backend, "pods": pods, "nodes": nodes}

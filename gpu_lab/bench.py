@@ -1,0 +1,115 @@
+"""``gpu-lab bench``: how fast the embedded scheduler places a realistic GPU workload.
+
+The workload: GPU node pools of several models (the H100 pool tainted for GPU
+work only, as clusters usually do) plus CPU nodes, and a pod mix of whole-GPU
+training/inference pods (with tolerations), CPU-only pods, pods pinned to a
+GPU product by nodeSelector, and pods with a preferred node affinity. We time
+the scheduling loop only (parsing is reported separately), with the default
+profile, and report peak resident memory of the process.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import random
+import resource
+import sys
+import time
+from typing import Any
+
+GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+
+
+def node_pools(nodes: int) -> list[dict[str, Any]]:
+    """Split ``nodes`` over five pools in fixed proportions."""
+    shares = [("h100", "H100-80GB", 8, "192", "2048Gi", 0.2, True),
+              ("a100", "A100-80GB", 8, "128", "1024Gi", 0.2, False),
+              ("l4", "L4", 4, "48", "192Gi", 0.25, False),
+              ("t4", "T4", 1, "16", "64Gi", 0.15, False),
+              ("cpu", None, 0, "64", "256Gi", 0.2, False)]
+    out, left = [], nodes
+    for k, (name, model, gpus, cpu, mem, share, tainted) in enumerate(shares):
+        count = left if k == len(shares) - 1 else int(round(nodes * share))
+        left -= count
+        spec: dict[str, Any] = {"count": count, "cpu": cpu, "memory": mem}
+        if model:
+            spec["gpu"] = {"model": model, "count": gpus}
+        if tainted:
+            spec["taints"] = [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]
+        out.append({"apiVersion": "gpulab.dev/v1alpha1", "kind": "NodePool",
+                    "metadata": {"name": name}, "spec": spec})
+    return out
+
+
+def _pod(name: str, cpu: str, mem: str, gpus: int = 0, **spec: Any) -> dict[str, Any]:
+    res: dict[str, Any] = {"requests": {"cpu": cpu, "memory": mem}}
+    if gpus:
+        res["limits"] = {"nvidia.com/gpu": gpus}
+    body = {"containers": [{"name": "main", "image": "registry.example/app:1", "resources": res}]}
+    body.update(spec)
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": {"app": name.rsplit("-", 1)[0]}},
+            "spec": body}
+
+
+def workload(pods: int, seed: int = 0) -> list[dict[str, Any]]:
+    rng = random.Random(seed)
+    out = []
+    for i in range(pods):
+        kind = rng.random()
+        if kind < 0.35:  # whole-GPU training/inference, tolerating the GPU taint
+            g = rng.choice([1, 1, 2, 4, 8])
+            out.append(_pod(f"train-{i}", "8", "64Gi", g, tolerations=[GPU_TOLERATION]))
+        elif kind < 0.55:
+            out.append(_pod(f"web-{i}", rng.choice(["250m", "500m", "1"]), rng.choice(["256Mi", "1Gi"])))
+        elif kind < 0.70:  # pinned to a GPU product
+            product = rng.choice(["NVIDIA-L4", "Tesla-T4"])
+            out.append(_pod(f"infer-{i}", "4", "16Gi", 1, nodeSelector={"nvidia.com/gpu.product": product}))
+        elif kind < 0.85:  # preferred affinity for A100
+            aff = {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+                {"weight": 50, "preference": {"matchExpressions": [
+                    {"key": "nvidia.com/gpu.family", "operator": "In", "values": ["ampere"]}]}}]}}
+            out.append(_pod(f"ft-{i}", "4", "32Gi", rng.choice([1, 2]), affinity=aff))
+        else:  # batch pods that tolerate the GPU taint but need no GPU
+            out.append(_pod(f"batch-{i}", "2", "4Gi", tolerations=[GPU_TOLERATION]))
+    return out
+
+
+def peak_rss_mb() -> float:
+    kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return kb / 1024 if sys.platform != "darwin" else kb / 2**20
+
+
+def run_bench(nodes: int = 1000, pods: int = 10000, seed: int = 0) -> dict[str, Any]:
+    from . import connect
+
+    lab = connect("sim", seed=seed, record=False)
+    docs = node_pools(nodes) + workload(pods, seed)
+    t0 = time.perf_counter()
+    lab.apply(docs)
+    t1 = time.perf_counter()
+    lab.schedule()
+    t2 = time.perf_counter()
+    df = lab.pods()
+    bound = int(df["node"].notna().sum())
+    return {
+        "nodes": nodes, "pods": pods, "seed": seed, "profile": "default",
+        "bound": bound, "pending": pods - bound,
+        "apply_seconds": round(t1 - t0, 3), "schedule_seconds": round(t2 - t1, 3),
+        "pods_per_second": round(pods / (t2 - t1), 1) if t2 > t1 else None,
+        "peak_rss_mb": round(peak_rss_mb(), 1),
+        "python": platform.python_version(), "machine": platform.machine(),
+    }
+
+
+def format_result(r: dict[str, Any]) -> str:
+    return (f"{r['pods']} pods on {r['nodes']} nodes: {r['bound']} bound, {r['pending']} pending\n"
+            f"  schedule: {r['schedule_seconds']} s  ({r['pods_per_second']} pods/s)\n"
+            f"  apply (parse + validate): {r['apply_seconds']} s\n"
+            f"  peak RSS: {r['peak_rss_mb']} MB")
+
+
+def main(nodes: int, pods: int, seed: int, as_json: bool) -> int:
+    r = run_bench(nodes, pods, seed)
+    print(json.dumps(r, indent=2) if as_json else format_result(r))
+    return 0

@@ -1,0 +1,115 @@
+"""The ``gpu-lab`` command: parse arguments, call the package, print.
+
+Exit codes: 0 ran (pending pods are a result, not a failure), 2 bad input
+(one line ``error: ...``), 1 for a failed check (used by subcommands that check).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from .errors import GpuLabError
+
+
+def _session(args):
+    from . import connect
+
+    lab = connect(args.backend, seed=args.seed, deterministic=args.deterministic)
+    lab.apply(args.scenario)
+    lab.schedule()
+    return lab
+
+
+def _table(df, columns) -> str:
+    if df.empty:
+        return "(none)"
+    return df[columns].to_string(index=False)
+
+
+def cmd_run(args) -> int:
+    lab = _session(args)
+    if args.json:
+        print(json.dumps(lab.to_dict(), indent=2, default=str))
+        return 0
+    pods = lab.pods().copy()
+    pods["node"] = pods["node"].fillna("<pending>")
+    pods["devices"] = pods["devices"].map(lambda d: ",".join(i for ids in d.values() for i in ids) or "-")
+    print(_table(pods, ["namespace", "name", "node", "phase", "gpus", "devices"]))
+    waiting = pods[pods["phase"] != "Running"]
+    for _, row in waiting.iterrows():
+        if row["message"]:
+            print(f"\n{row['namespace']}/{row['name']} ({row['phase']}): {row['message']}")
+    return 0
+
+
+def cmd_explain(args) -> int:
+    lab = _session(args)
+    exp = lab.explain(args.pod)
+    if args.json:
+        print(json.dumps(exp.to_dict(), indent=2, default=str))
+    else:
+        print(exp)
+    return 0
+
+
+def cmd_bench(args) -> int:
+    from .bench import main
+
+    return main(args.nodes, args.pods, args.seed, args.json)
+
+
+def cmd_controlplane(args) -> int:
+    from .backends.local.build import main
+
+    return main(args.rest)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="gpu-lab", description="Kubernetes GPU scheduling, for real.")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    def common(sp):
+        sp.add_argument("scenario", help="multi-document YAML of Kubernetes objects and NodePools")
+        sp.add_argument("--backend", default="sim", help="sim (default), local, kind, kubeconfig")
+        sp.add_argument("--seed", type=int, default=0, help="seed for the random tie-break (default 0)")
+        sp.add_argument("--deterministic", action="store_true", help="break ties by lowest node name")
+        sp.add_argument("--json", action="store_true", help="machine-readable output")
+
+    run = sub.add_parser("run", help="schedule a scenario and print where every pod landed")
+    common(run)
+    run.set_defaults(func=cmd_run)
+
+    ex = sub.add_parser("explain", help="why a pod landed where it did, or why it is pending")
+    common(ex)
+    ex.add_argument("pod", help="NAMESPACE/POD")
+    ex.set_defaults(func=cmd_explain)
+
+    b = sub.add_parser("bench", help="scheduling throughput of the embedded scheduler")
+    b.add_argument("--nodes", type=int, default=1000)
+    b.add_argument("--pods", type=int, default=10000)
+    b.add_argument("--seed", type=int, default=0)
+    b.add_argument("--json", action="store_true")
+    b.set_defaults(func=cmd_bench)
+
+    cp = sub.add_parser("controlplane", help="build the real Kubernetes components from source")
+    cp.add_argument("rest", nargs=argparse.REMAINDER, help="build [--components ...] [--force]")
+    cp.set_defaults(func=cmd_controlplane)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except GpuLabError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except FileNotFoundError as e:
+        print(f"error: {e.filename or e}: no such file", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

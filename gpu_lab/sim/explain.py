@@ -1,0 +1,132 @@
+"""Explanations of a scheduling decision: node x filter plugin, node x score plugin.
+
+Like kube-scheduler-simulator's result annotations: every filter plugin's
+verdict on every node (the first rejecting plugin is the one the real
+scheduler reports), each score plugin's raw, normalised and weighted score,
+the total, and the chosen node.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+PASSED = "passed"
+NOT_EVALUATED = "not evaluated"
+
+
+@dataclass
+class Explanation:
+    pod: str
+    node: str | None
+    message: str
+    profile: str
+    filters: pd.DataFrame  # index node; one column per filter plugin; "passed" / reason
+    scores: pd.DataFrame  # index node (feasible only); plugin columns + total
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def chosen(self) -> str | None:
+        return self.node
+
+    def summary(self) -> str:
+        lines = [f"pod {self.pod} (profile {self.profile})"]
+        if self.node:
+            lines.append(f"  -> bound to {self.node}")
+        else:
+            lines.append(f"  -> pending: {self.message}")
+        lines.extend(f"  {n}" for n in self.notes)
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict[str, Any]:
+        nodes = []
+        for name, row in self.filters.iterrows():
+            entry: dict[str, Any] = {"name": name, "filters": {k: v for k, v in row.items() if k != "result"},
+                                     "result": row.get("result")}
+            if name in self.scores.index:
+                srow = self.scores.loc[name]
+                plug: dict[str, dict[str, int]] = {}
+                for col, val in srow.items():
+                    if isinstance(col, tuple):
+                        plug.setdefault(col[0], {})[col[1]] = int(val)
+                entry["scores"] = plug
+                entry["total"] = int(srow[("total", "")]) if ("total", "") in srow.index else None
+            nodes.append(entry)
+        return {"pod": self.pod, "node": self.node, "message": self.message, "profile": self.profile,
+                "notes": self.notes, "nodes": nodes}
+
+    def __str__(self) -> str:
+        parts = [self.summary(), "", "Filter:", self.filters.to_string()]
+        if not self.scores.empty:
+            parts += ["", "Score (raw / normalized / weighted):", self.scores.to_string()]
+        return "\n".join(parts)
+
+    def _repr_html_(self) -> str:
+        html = f"<p><b>{self.summary().splitlines()[0]}</b><br>{'<br>'.join(self.summary().splitlines()[1:])}</p>"
+        html += "<h4>Filter</h4>" + self.filters.to_html()
+        if not self.scores.empty:
+            html += "<h4>Score</h4>" + self.scores.to_html()
+        return html
+
+
+def build_explanation(attempt, filter_verdicts: dict[str, dict[int, str]] | None) -> Explanation:
+    """Turn a recorded ``Attempt`` into tables."""
+    names = attempt.node_names
+    profile = attempt.profile
+    notes: list[str] = []
+    evaluated = set(int(i) for i in (attempt.evaluated if attempt.evaluated is not None else []))
+    feasible = [int(i) for i in (attempt.feasible if attempt.feasible is not None else [])]
+    rows = {}
+    verdicts = filter_verdicts or {}
+    for i, name in enumerate(names):
+        row = {}
+        for plugin, per_node in verdicts.items():
+            row[plugin] = per_node.get(i, PASSED) if i in evaluated or not evaluated else NOT_EVALUATED
+        if i in attempt.failed_by:
+            row["result"] = f"rejected by {attempt.failed_by[i].plugin}: {attempt.failed_by[i].message()}"
+        elif i in feasible:
+            row["result"] = "feasible"
+        elif attempt.diagnosis is not None and attempt.diagnosis.pre_filter_msg:
+            row["result"] = f"rejected at PreFilter: {attempt.diagnosis.pre_filter_msg}"
+        else:
+            row["result"] = NOT_EVALUATED
+        rows[name] = row
+    filters = pd.DataFrame.from_dict(rows, orient="index")
+    filters.index.name = "node"
+
+    score_rows: dict[str, dict] = {}
+    for k, i in enumerate(feasible):
+        r: dict = {}
+        for plugin, ps in attempt.scores.items():
+            r[(plugin, "raw")] = int(ps.raw[k])
+            r[(plugin, "normalized")] = int(ps.normalized[k])
+            r[(plugin, "weighted")] = int(ps.normalized[k]) * ps.weight
+        if attempt.total is not None:
+            r[("total", "")] = int(attempt.total[k])
+        score_rows[names[i]] = r
+    scores = pd.DataFrame.from_dict(score_rows, orient="index")
+    if not scores.empty:
+        scores.columns = pd.MultiIndex.from_tuples(scores.columns)
+        scores.index.name = "node"
+        if ("total", "") in scores.columns:
+            scores = scores.sort_values(("total", ""), ascending=False, kind="stable")
+    if attempt.via_nominated_node:
+        notes.append("placed on its nominated node (set by an earlier preemption) without scoring")
+    elif len(feasible) == 1 and attempt.node:
+        notes.append("only one feasible node: the scheduler skips scoring")
+    if attempt.skipped_score_plugins:
+        notes.append("score plugins skipped at PreScore: " + ", ".join(attempt.skipped_score_plugins))
+    if attempt.evaluated is not None and 0 < len(evaluated) < len(names):
+        notes.append(
+            f"percentageOfNodesToScore: the filter stopped after {len(evaluated)} of {len(names)} nodes "
+            f"({len(feasible)} feasible)"
+        )
+    pf = attempt.post_filter
+    if pf is not None and pf.nominated_node is not None:
+        notes.append(
+            f"preemption: nominated {names[pf.nominated_node]}, evicting "
+            + ", ".join(v.key for v in pf.victims)
+        )
+    return Explanation(attempt.pod.key, attempt.node, attempt.message, profile, filters, scores, notes)

@@ -1,0 +1,132 @@
+"""NodeAffinity: nodeSelector and required/preferred node affinity (plugins/nodeaffinity).
+
+Filter: every ``nodeSelector`` label must match, and at least one required
+``nodeSelectorTerm`` (terms are ORed, expressions within a term ANDed). Score:
+the sum of weights of the preferred terms a node matches, normalised so the
+best node gets 100. GPU lessons use this to pin work to a GPU product via the
+``nvidia.com/gpu.product`` label GPU Feature Discovery sets.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ...model.selectors import NodeSelectorTerm
+from ..framework import SKIP, UNRESOLVABLE, CycleContext, Plugin, Status, default_normalize
+
+ERR_REASON_POD = "node(s) didn't match Pod's node affinity/selector"
+ERR_REASON_CONFLICT = "pod affinity terms conflict"
+
+
+def _node_affinity(pod) -> dict[str, Any]:
+    return (pod.affinity or {}).get("nodeAffinity") or {}
+
+
+def _freeze(x: Any) -> Any:
+    if isinstance(x, dict):
+        return tuple(sorted((k, _freeze(v)) for k, v in x.items()))
+    if isinstance(x, list):
+        return tuple(_freeze(v) for v in x)
+    return x
+
+
+class NodeAffinity(Plugin):
+    name = "NodeAffinity"
+
+    def __init__(self, args=None, handle=None):
+        super().__init__(args, handle)
+        self._cache: dict[tuple, np.ndarray] = {}
+        self._version = -1
+        added = (self.args.get("addedAffinity") or {})
+        req = (added.get("requiredDuringSchedulingIgnoredDuringExecution") or {}).get("nodeSelectorTerms")
+        self.added_terms = [NodeSelectorTerm.parse(t) for t in req] if req else None
+        self.added_preferred = [
+            (int(p.get("weight", 0)), NodeSelectorTerm.parse(p.get("preference") or {}))
+            for p in added.get("preferredDuringSchedulingIgnoredDuringExecution") or []
+        ]
+
+    def _cache_get(self, ctx: CycleContext, key: tuple, compute) -> np.ndarray:
+        if self._version != ctx.snapshot.node_version:
+            self._cache.clear()
+            self._version = ctx.snapshot.node_version
+        got = self._cache.get(key)
+        if got is None:
+            got = compute()
+            self._cache[key] = got
+        return got
+
+    # ------------------------------------------------------------ filter
+    def pre_filter(self, ctx: CycleContext) -> Status | None:
+        required = _node_affinity(ctx.pod).get("requiredDuringSchedulingIgnoredDuringExecution")
+        if required is None and self.added_terms is None and not ctx.pod.node_selector:
+            return Status(SKIP, plugin=self.name)
+        # Terms that all pin metadata.name with In and share no name can never match.
+        terms = (required or {}).get("nodeSelectorTerms") or []
+        names: set[str] | None = None
+        for t in terms:
+            pinned: set[str] | None = None
+            for f in t.get("matchFields") or []:
+                if f.get("key") == "metadata.name" and f.get("operator") == "In":
+                    vals = set(f.get("values") or [])
+                    pinned = vals if pinned is None else pinned & vals
+            if pinned is None:
+                return None
+            names = pinned if names is None else names | pinned
+        if names is not None and not names:
+            return Status(UNRESOLVABLE, (ERR_REASON_CONFLICT,), self.name)
+        return None
+
+    def filter(self, ctx: CycleContext) -> np.ndarray:
+        pod = ctx.pod
+        required = _node_affinity(pod).get("requiredDuringSchedulingIgnoredDuringExecution")
+        key = ("filter", _freeze(pod.node_selector), _freeze(required))
+
+        def compute():
+            terms = None
+            if required is not None:
+                terms = [NodeSelectorTerm.parse(t) for t in required.get("nodeSelectorTerms") or []]
+            out = np.ones(len(ctx.snapshot), dtype=bool)
+            for i, node in enumerate(ctx.snapshot.nodes):
+                if self.added_terms is not None and not any(t.matches(node.name, node.labels) for t in self.added_terms):
+                    out[i] = False
+                    continue
+                if any(node.labels.get(k) != v for k, v in pod.node_selector.items()):
+                    out[i] = False
+                elif terms is not None and not any(t.matches(node.name, node.labels) for t in terms):
+                    out[i] = False
+            return out
+
+        return self._cache_get(ctx, key, compute)
+
+    def filter_status(self, ctx: CycleContext, i: int) -> Status:
+        node = ctx.snapshot.nodes[i]
+        if self.added_terms is not None and not any(t.matches(node.name, node.labels) for t in self.added_terms):
+            return Status(UNRESOLVABLE, ("node(s) didn't match scheduler-enforced node affinity",), self.name)
+        return Status(UNRESOLVABLE, (ERR_REASON_POD,), self.name)
+
+    # ------------------------------------------------------------- score
+    def pre_score(self, ctx: CycleContext, feasible: np.ndarray) -> Status | None:
+        preferred = _node_affinity(ctx.pod).get("preferredDuringSchedulingIgnoredDuringExecution")
+        if not preferred and not self.added_preferred:
+            return Status(SKIP, plugin=self.name)
+        return None
+
+    def score(self, ctx: CycleContext, feasible: np.ndarray) -> np.ndarray:
+        preferred = _node_affinity(ctx.pod).get("preferredDuringSchedulingIgnoredDuringExecution") or []
+        key = ("score", _freeze(preferred))
+
+        def compute():
+            terms = self.added_preferred + [
+                (int(p.get("weight", 0)), NodeSelectorTerm.parse(p.get("preference") or {})) for p in preferred
+            ]
+            return np.array(
+                [sum(w for w, t in terms if w and t.matches(n.name, n.labels)) for n in ctx.snapshot.nodes],
+                dtype=np.int64,
+            )
+
+        return self._cache_get(ctx, key, compute)[feasible]
+
+    def normalize_score(self, ctx: CycleContext, scores: np.ndarray) -> np.ndarray:
+        return default_normalize(scores)

@@ -1,0 +1,27 @@
+"""NodeName: a pod that names its node may only go there (plugins/nodename)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..framework import UNRESOLVABLE, CycleContext, Plugin, Status
+
+ERR_REASON = "node(s) didn't match the requested node name"
+
+
+class NodeName(Plugin):
+    name = "NodeName"
+
+    def filter(self, ctx: CycleContext) -> np.ndarray:
+        want = ctx.pod.node_name
+        n = len(ctx.snapshot)
+        if not want:
+            return np.ones(n, dtype=bool)
+        out = np.zeros(n, dtype=bool)
+        i = ctx.snapshot.index.get(want)
+        if i is not None:
+            out[i] = True
+        return out
+
+    def filter_status(self, ctx: CycleContext, i: int) -> Status:
+        return Status(UNRESOLVABLE, (ERR_REASON,), self.name)

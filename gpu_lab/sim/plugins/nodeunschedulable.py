@@ -1,0 +1,28 @@
+"""NodeUnschedulable: cordoned nodes (spec.unschedulable) take no new pods.
+
+A pod that tolerates the ``node.kubernetes.io/unschedulable:NoSchedule`` taint
+may still land there (plugins/nodeunschedulable).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...model.objects import Taint
+from ..framework import UNRESOLVABLE, CycleContext, Plugin, Status
+
+ERR_REASON_UNSCHEDULABLE = "node(s) were unschedulable"
+UNSCHEDULABLE_TAINT = Taint("node.kubernetes.io/unschedulable", "", "NoSchedule")
+
+
+class NodeUnschedulable(Plugin):
+    name = "NodeUnschedulable"
+
+    def filter(self, ctx: CycleContext) -> np.ndarray:
+        cordoned = np.array([n.unschedulable for n in ctx.snapshot.nodes], dtype=bool)
+        if not cordoned.any() or any(t.tolerates(UNSCHEDULABLE_TAINT) for t in ctx.pod.tolerations):
+            return np.ones(len(cordoned), dtype=bool)
+        return ~cordoned
+
+    def filter_status(self, ctx: CycleContext, i: int) -> Status:
+        return Status(UNRESOLVABLE, (ERR_REASON_UNSCHEDULABLE,), self.name)

@@ -1,0 +1,85 @@
+"""TaintToleration: NoSchedule/NoExecute taints repel pods that don't tolerate them.
+
+Filter: any untolerated NoSchedule or NoExecute taint rejects the node
+("node(s) had untolerated taint(s)" in v1.37; older releases printed the
+taint). Score: the number of untolerated PreferNoSchedule taints, normalised in
+reverse, so the node with fewest such taints gets 100 (plugins/tainttoleration).
+This is how GPU nodes are usually kept for GPU pods: taint them
+``nvidia.com/gpu=present:NoSchedule`` and give GPU pods the toleration.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...model.objects import Toleration
+from ..framework import UNRESOLVABLE, CycleContext, Plugin, Status, default_normalize
+
+ERR_REASON = "node(s) had untolerated taint(s)"
+
+
+def _tolerations_key(tolerations: list[Toleration]) -> tuple:
+    return tuple(tolerations)
+
+
+class TaintToleration(Plugin):
+    name = "TaintToleration"
+
+    def __init__(self, args=None, handle=None):
+        super().__init__(args, handle)
+        self._cache: dict[tuple, np.ndarray] = {}
+        self._version = -1
+
+    def _cached(self, ctx: CycleContext, kind: str, compute) -> np.ndarray:
+        if self._version != ctx.snapshot.node_version:
+            self._cache.clear()
+            self._version = ctx.snapshot.node_version
+        key = (kind, _tolerations_key(ctx.pod.tolerations))
+        got = self._cache.get(key)
+        if got is None:
+            got = compute()
+            self._cache[key] = got
+        return got
+
+    def filter(self, ctx: CycleContext) -> np.ndarray:
+        tols = ctx.pod.tolerations
+
+        def compute():
+            return np.array(
+                [
+                    all(
+                        any(t.tolerates(taint) for t in tols)
+                        for taint in node.taints
+                        if taint.effect in ("NoSchedule", "NoExecute")
+                    )
+                    for node in ctx.snapshot.nodes
+                ],
+                dtype=bool,
+            )
+
+        return self._cached(ctx, "filter", compute)
+
+    def filter_status(self, ctx: CycleContext, i: int) -> Status:
+        return Status(UNRESOLVABLE, (ERR_REASON,), self.name)
+
+    def score(self, ctx: CycleContext, feasible: np.ndarray) -> np.ndarray:
+        # Only tolerations with effect PreferNoSchedule or empty count here.
+        tols = [t for t in ctx.pod.tolerations if t.effect in ("", "PreferNoSchedule")]
+
+        def compute():
+            return np.array(
+                [
+                    sum(
+                        1
+                        for taint in node.taints
+                        if taint.effect == "PreferNoSchedule" and not any(t.tolerates(taint) for t in tols)
+                    )
+                    for node in ctx.snapshot.nodes
+                ],
+                dtype=np.int64,
+            )
+
+        return self._cached(ctx, "score", compute)[feasible]
+
+    def normalize_score(self, ctx: CycleContext, scores: np.ndarray) -> np.ndarray:
+        return default_normalize(scores, reverse=True)

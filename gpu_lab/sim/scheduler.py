@@ -1,0 +1,280 @@
+"""One scheduling cycle, as kube-scheduler's ``schedulePod`` runs it.
+
+PreFilter -> (nominated node first) -> Filter over nodes starting where the
+last cycle stopped, until ``numFeasibleNodesToFind`` feasible nodes are found
+-> PostFilter (preemption) when none fit -> PreScore/Score/NormalizeScore,
+weighted sum -> highest total wins, ties broken at random (seeded) or, in
+deterministic mode, by the lowest node name.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..model.objects import Pod
+from .framework import (
+    SKIP,
+    UNRESOLVABLE,
+    CycleContext,
+    Diagnosis,
+    PostFilterResult,
+    Status,
+)
+from .profile import Profile, SchedulerConfig
+from .snapshot import Snapshot
+
+MIN_FEASIBLE_NODES_TO_FIND = 100
+MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
+NO_NODE_AVAILABLE_MSG = "0/{} nodes are available"
+
+
+def num_feasible_nodes_to_find(percentage: int, num_all_nodes: int) -> int:
+    """``numFeasibleNodesToFind`` (schedule_one.go)."""
+    if num_all_nodes < MIN_FEASIBLE_NODES_TO_FIND:
+        return num_all_nodes
+    if percentage == 0:
+        percentage = max(50 - num_all_nodes // 125, MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND)
+    num = num_all_nodes * percentage // 100
+    return max(num, MIN_FEASIBLE_NODES_TO_FIND)
+
+
+def fit_error_message(num_all_nodes: int, diagnosis: Diagnosis) -> str:
+    """``FitError.Error()``: "0/N nodes are available: <reasons>. <post-filter msg>"."""
+    msg = NO_NODE_AVAILABLE_MSG.format(num_all_nodes) + ":"
+    if diagnosis.pre_filter_msg:
+        msg += f" {diagnosis.pre_filter_msg}."
+    else:
+        counts: dict[str, int] = {}
+        for st in diagnosis.node_status.values():
+            for r in st.reasons:
+                counts[r] = counts.get(r, 0) + 1
+        absent = num_all_nodes - len(diagnosis.node_status)
+        if absent > 0 and diagnosis.absent_status is not None:
+            for r in diagnosis.absent_status.reasons:
+                counts[r] = counts.get(r, 0) + absent
+        parts = sorted(f"{v} {k}" for k, v in counts.items())
+        if parts:
+            msg += " " + ", ".join(parts) + "."
+    if diagnosis.post_filter_msg:
+        msg += f" {diagnosis.post_filter_msg}"
+    return msg
+
+
+@dataclass
+class PluginScores:
+    raw: np.ndarray
+    normalized: np.ndarray
+    weight: int
+
+
+@dataclass
+class Attempt:
+    """The outcome of one scheduling cycle, with everything ``explain`` shows."""
+
+    pod: Pod
+    profile: str
+    node: str | None = None
+    message: str = ""
+    diagnosis: Diagnosis | None = None
+    evaluated: np.ndarray | None = None  # node indices the filter looked at
+    feasible: np.ndarray | None = None  # node indices that passed
+    failed_by: dict[int, Status] = field(default_factory=dict)
+    scores: dict[str, PluginScores] = field(default_factory=dict)
+    skipped_score_plugins: list[str] = field(default_factory=list)
+    total: np.ndarray | None = None
+    post_filter: PostFilterResult | None = None
+    via_nominated_node: bool = False
+    node_names: list[str] = field(default_factory=list)
+    # Only when recording: every filter plugin's verdict on every rejected node.
+    filter_verdicts: dict[str, dict[int, str]] | None = None
+    skipped_filter_plugins: list[str] = field(default_factory=list)
+
+
+class Scheduler:
+    """Runs cycles against a snapshot; keeps the round-robin start index."""
+
+    def __init__(self, config: SchedulerConfig, snapshot: Snapshot, seed: int | None = None,
+                 deterministic: bool = False, record: bool = True):
+        self.config = config
+        self.record = record
+        self.snapshot = snapshot
+        self.rng = random.Random(seed)
+        self.deterministic = deterministic
+        self.next_start_node_index = 0
+        self.nominated: dict[str, tuple[Pod, int]] = {}  # pod key -> (pod, node index)
+
+    # ----------------------------------------------------------- filtering
+    def _context(self, pod: Pod, profile: Profile) -> CycleContext:
+        ctx = CycleContext(pod=pod, snapshot=self.snapshot, profile=profile)
+        for key, (other, i) in self.nominated.items():
+            if key != pod.key and other.priority >= pod.priority:
+                ctx.nominated.setdefault(i, []).append(other)
+        ctx.run_filters = lambda i: self._filters_on_node(pod, profile, i)
+        return ctx
+
+    def _pre_filter(self, ctx: CycleContext, profile: Profile) -> tuple[Status | None, set[str]]:
+        skipped: set[str] = set()
+        for pl in profile.at("preFilter"):
+            st = pl.pre_filter(ctx)
+            if st is None:
+                continue
+            if st.code == SKIP:
+                skipped.add(pl.name)
+            elif st.rejected:
+                return Status(st.code, st.reasons, pl.name), skipped
+        return None, skipped
+
+    def _filter_masks(self, ctx: CycleContext, profile: Profile, skipped: set[str]):
+        plugins = [p for p in profile.at("filter") if p.name not in skipped]
+        masks = [p.filter(ctx) for p in plugins]
+        return plugins, masks
+
+    def _filters_on_node(self, pod: Pod, profile: Profile, i: int) -> Status | None:
+        """Re-run PreFilter and Filter for one node against the current snapshot."""
+        ctx = CycleContext(pod=pod, snapshot=self.snapshot, profile=profile)
+        for key, (other, j) in self.nominated.items():
+            if key != pod.key and other.priority >= pod.priority:
+                ctx.nominated.setdefault(j, []).append(other)
+        rejected, skipped = self._pre_filter(ctx, profile)
+        if rejected is not None:
+            return rejected
+        for pl in profile.at("filter"):
+            if pl.name in skipped:
+                continue
+            if not pl.filter(ctx)[i]:
+                return pl.filter_status(ctx, i)
+        return None
+
+    # ------------------------------------------------------------- a cycle
+    def schedule_one(self, pod: Pod) -> Attempt:
+        profile = self.config.profile_for(pod.scheduler_name)
+        snap = self.snapshot
+        attempt = Attempt(pod=pod, profile=pod.scheduler_name, node_names=snap.names)
+        n = len(snap)
+        if profile is None:
+            attempt.message = f'no scheduler profile serves schedulerName "{pod.scheduler_name}"'
+            return attempt
+        if n == 0:
+            attempt.message = "no nodes available to schedule pods"
+            return attempt
+        ctx = self._context(pod, profile)
+        diagnosis = Diagnosis()
+        attempt.diagnosis = diagnosis
+
+        rejected, skipped = self._pre_filter(ctx, profile)
+        if rejected is not None:
+            diagnosis.pre_filter_msg = rejected.message()
+            diagnosis.absent_status = rejected
+            diagnosis.unschedulable_plugins.add(rejected.plugin)
+            attempt.evaluated = np.arange(0)
+            attempt.feasible = np.arange(0)
+            return self._fail(ctx, attempt, n)
+
+        plugins, masks = self._filter_masks(ctx, profile, skipped)
+        passes = np.ones(n, dtype=bool)
+        for m in masks:
+            passes &= m
+        if self.record:
+            attempt.skipped_filter_plugins = sorted(skipped)
+            attempt.filter_verdicts = {
+                pl.name: {int(i): pl.filter_status(ctx, int(i)).message() for i in np.flatnonzero(~m)}
+                for pl, m in zip(plugins, masks)
+            }
+
+        # A pod nominated by an earlier preemption tries its node first, unscored.
+        nom = self.nominated.get(pod.key)
+        if nom is not None and passes[nom[1]]:
+            attempt.via_nominated_node = True
+            attempt.evaluated = np.array([nom[1]])
+            attempt.feasible = np.array([nom[1]])
+            attempt.node = snap.nodes[nom[1]].name
+            return attempt
+
+        pct = profile.percentage_of_nodes_to_score
+        if pct is None:
+            pct = self.config.percentage_of_nodes_to_score
+        to_find = num_feasible_nodes_to_find(pct, n)
+        if not profile.phases["score"]:
+            to_find = 1
+        order = (self.next_start_node_index + np.arange(n)) % n
+        in_order = passes[order]
+        cum = np.cumsum(in_order)
+        if cum[-1] > to_find:
+            processed = int(np.searchsorted(cum, to_find)) + 1
+        else:
+            processed = n
+        evaluated = order[:processed]
+        feasible = evaluated[in_order[:processed]]
+        self.next_start_node_index = (self.next_start_node_index + processed) % n
+        attempt.evaluated, attempt.feasible = evaluated, feasible
+
+        for i in evaluated[~in_order[:processed]]:
+            i = int(i)
+            for pl, m in zip(plugins, masks):
+                if not m[i]:
+                    st = pl.filter_status(ctx, i)
+                    attempt.failed_by[i] = st
+                    diagnosis.node_status[i] = st
+                    diagnosis.unschedulable_plugins.add(pl.name)
+                    break
+
+        if len(feasible) == 0:
+            return self._fail(ctx, attempt, n)
+        if len(feasible) == 1:
+            attempt.node = snap.nodes[int(feasible[0])].name
+            return attempt
+        total = self._score(ctx, profile, feasible, attempt)
+        attempt.total = total
+        best = np.flatnonzero(total == total.max())
+        if len(best) == 1:
+            choice = int(best[0])
+        elif self.deterministic:
+            choice = min((int(b) for b in best), key=lambda b: snap.nodes[int(feasible[b])].name)
+        else:
+            choice = int(best[self.rng.randrange(len(best))])
+        attempt.node = snap.nodes[int(feasible[choice])].name
+        return attempt
+
+    def _score(self, ctx: CycleContext, profile: Profile, feasible: np.ndarray, attempt: Attempt) -> np.ndarray:
+        total = np.zeros(len(feasible), dtype=np.int64)
+        for pl in profile.at("score"):
+            st = pl.pre_score(ctx, feasible)
+            if st is not None and st.code == SKIP:
+                attempt.skipped_score_plugins.append(pl.name)
+                continue
+            raw = np.asarray(pl.score(ctx, feasible), dtype=np.int64)
+            norm = np.asarray(pl.normalize_score(ctx, raw.copy()), dtype=np.int64)
+            w = profile.weights.get(pl.name, 1)
+            attempt.scores[pl.name] = PluginScores(raw, norm, w)
+            total += norm * w
+        return total
+
+    def _fail(self, ctx: CycleContext, attempt: Attempt, n: int) -> Attempt:
+        diagnosis = attempt.diagnosis
+        assert diagnosis is not None
+        post = ctx.profile.at("postFilter")
+        # DefaultPreemption decides eligibility itself (preemptionPolicy, nominations).
+        if post:
+            for pl in post:
+                result = pl.post_filter(ctx, diagnosis)
+                attempt.post_filter = result
+                if result.status.reasons:
+                    diagnosis.post_filter_msg = result.status.message()
+                if result.nominated_node is not None:
+                    break
+        attempt.message = fit_error_message(n, diagnosis)
+        return attempt
+
+    # ------------------------------------------------------- bookkeeping
+    def nominate(self, pod: Pod, node_index: int) -> None:
+        self.nominated[pod.key] = (pod, node_index)
+
+    def forget_nomination(self, pod: Pod) -> None:
+        self.nominated.pop(pod.key, None)
+
+
+def is_unresolvable(status: Status) -> bool:
+    return status.code == UNRESOLVABLE
