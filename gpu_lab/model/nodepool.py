@@ -1,0 +1,353 @@
+"""Nodes for the simulator: gpu-lab's ``NodePool`` and plain ``v1 Node`` documents.
+
+A learner describes hardware the way a cloud console does ("two H100 boxes
+with 8 GPUs each") and gets the Nodes a real cluster would show once the
+kubelet, GPU Feature Discovery and NVIDIA's device plugin have run: the same
+labels, the same capacity, the same device IDs. ``NodePool`` is our own kind:
+
+    apiVersion: gpulab.dev/v1alpha1
+    kind: NodePool
+    metadata: {name: h100}
+    spec:
+      count: 2                       # nodes h100-0, h100-1
+      gpu: {model: H100-80GB, count: 8}
+      cpu: "96"
+      memory: 1024Gi
+      ephemeralStorage: 100Gi        # optional, default 100Gi
+      pods: 110                      # optional, default 110
+      instanceType: p5.48xlarge      # optional: node.kubernetes.io/instance-type
+      labels: {}                     # applied last, so they can override
+      taints: []                     # [{key, value, effect}]
+      devicePlugin: {version: v1, flags: {migStrategy: none}}  # NVIDIA plugin config, verbatim
+      mig: {config: all-disabled}    # mig-parted config name (MIG itself comes later)
+
+Capacity equals allocatable: there are no system reservations to teach here,
+and the scheduler only reads allocatable.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from typing import Any
+
+from ..errors import GpuLabError
+from ..gpus.catalog import get_model
+from ..gpus.labels import MIG_STRATEGIES, gfd_labels, parse_sharing
+from .objects import TAINT_EFFECTS, Node, Taint, is_extended_resource, stable_uid
+from .quantity import QuantityError, milli_value, parse_quantity, value
+
+API_VERSION = "gpulab.dev/v1alpha1"
+KIND = "NodePool"
+POOL_LABEL = "gpulab.dev/pool"
+DEFAULT_PODS = 110
+DEFAULT_EPHEMERAL_STORAGE = "100Gi"
+SPEC_FIELDS = ("count", "gpu", "cpu", "memory", "ephemeralStorage", "pods", "instanceType",
+               "labels", "taints", "devicePlugin", "mig")
+
+_DNS1123_LABEL = "[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+_DNS1123_SUBDOMAIN = rf"{_DNS1123_LABEL}(\.{_DNS1123_LABEL})*"
+_LABEL_NAME = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]"
+_LABEL_MSG = ("must consist of alphanumeric characters, '-', '_' or '.', and must start and end "
+              f"with an alphanumeric character (regex used for validation is '{_LABEL_NAME}')")
+
+
+def expand_node_pool(raw: dict[str, Any]) -> list[Node]:
+    """Validate a ``NodePool`` document and return its Nodes, ``<pool>-0`` upward."""
+    if not isinstance(raw, dict):
+        raise GpuLabError("NodePool: the document must be a mapping")
+    meta = raw.get("metadata") if isinstance(raw.get("metadata"), dict) else {}
+    name = meta.get("name")
+    if not name:
+        raise GpuLabError("NodePool: metadata.name: Required value")
+    if raw.get("apiVersion") != API_VERSION or raw.get("kind") != KIND:
+        raise GpuLabError(f'NodePool "{name}": apiVersion/kind must be {API_VERSION}/{KIND}, '
+                          f'got {raw.get("apiVersion")}/{raw.get("kind")}')
+    pool = _Pool(str(name), raw.get("spec"))
+    return [pool.node(i) for i in range(pool.count)]
+
+
+class _Pool:
+    """One NodePool's spec, checked field by field; errors name pool and field."""
+
+    def __init__(self, name: str, spec: Any):
+        self.name = name
+        if not re.fullmatch(_DNS1123_LABEL, name):
+            self.fail("metadata.name", f'Invalid value: "{name}": a lowercase RFC 1123 label must '
+                      "consist of lower case alphanumeric characters or '-', and must start and end "
+                      f"with an alphanumeric character (regex used for validation is '{_DNS1123_LABEL}')")
+        if not isinstance(spec, dict):
+            self.fail("spec", "Required value" if spec is None else "must be a mapping")
+        unknown = sorted(set(spec) - set(SPEC_FIELDS))
+        if unknown:
+            self.fail(f"spec.{unknown[0]}", f"unknown field (known: {', '.join(SPEC_FIELDS)})")
+        self.spec = spec
+        self.count = self.integer("spec.count", spec.get("count"), required=True)
+        last = f"{name}-{max(self.count - 1, 0)}"
+        if len(last) > 63:  # node names double as kubernetes.io/hostname label values
+            self.fail("metadata.name", f'Invalid value: "{name}": node name "{last}" must be no more '
+                      "than 63 characters")
+        self.resources = {
+            "cpu": milli_value(self.quantity("spec.cpu", spec.get("cpu"))),
+            "memory": value(self.quantity("spec.memory", spec.get("memory"))),
+            "ephemeral-storage": value(self.quantity(
+                "spec.ephemeralStorage", spec.get("ephemeralStorage", DEFAULT_EPHEMERAL_STORAGE))),
+            "pods": self.integer("spec.pods", spec.get("pods", DEFAULT_PODS)),
+        }
+        self.instance_type = spec.get("instanceType")
+        if self.instance_type is not None:
+            self.instance_type = self.label_value("spec.instanceType", self.instance_type)
+        self.user_labels = _labels(spec.get("labels"), "spec.labels", self.fail)
+        self.taints = _taints(spec.get("taints"), "spec.taints", self.fail)
+        self.read_gpu(spec.get("gpu"))
+        self.read_device_plugin(spec.get("devicePlugin"))
+        self.read_mig(spec.get("mig"))
+
+    def fail(self, field: str, message: str):
+        raise GpuLabError(f'NodePool "{self.name}": {field}: {message}')
+
+    def integer(self, field: str, val: Any, required: bool = False) -> int:
+        if val is None and required:
+            self.fail(field, "Required value")
+        if isinstance(val, bool) or not isinstance(val, int):
+            self.fail(field, f"Invalid value: {val!r}: must be an integer")
+        if val < 0:
+            self.fail(field, f"Invalid value: {val}: must be greater than or equal to 0")
+        return val
+
+    def quantity(self, field: str, val: Any):
+        if val is None:
+            self.fail(field, "Required value")
+        try:
+            q = parse_quantity(val)
+        except QuantityError as err:
+            self.fail(field, str(err))
+        if q < 0:
+            self.fail(field, f'Invalid value: "{val}": must be greater than or equal to 0')
+        return q
+
+    def label_value(self, field: str, val: Any) -> str:
+        if not isinstance(val, str):
+            self.fail(field, f"Invalid value: {val!r}: must be a string (quote it in YAML)")
+        if len(val) > 63 or (val and not re.fullmatch(_LABEL_NAME, val)):
+            self.fail(field, f'Invalid value: "{val}": a valid label value must be no more than 63 '
+                      f"characters and {_LABEL_MSG}")
+        return val
+
+    def read_gpu(self, gpu: Any) -> None:
+        self.model, self.gpus = None, 0
+        if gpu is None:
+            return
+        if not isinstance(gpu, dict):
+            self.fail("spec.gpu", "must be a mapping with model and count")
+        unknown = sorted(set(gpu) - {"model", "count"})
+        if unknown:
+            self.fail(f"spec.gpu.{unknown[0]}", "unknown field (known: model, count)")
+        self.gpus = self.integer("spec.gpu.count", gpu.get("count"), required=True)
+        if gpu.get("model") is None:
+            if self.gpus:
+                self.fail("spec.gpu.model", "Required value")
+            return
+        try:
+            self.model = get_model(gpu["model"])
+        except GpuLabError as err:
+            self.fail("spec.gpu.model", str(err))
+
+    def read_device_plugin(self, config: Any) -> None:
+        self.device_plugin = config
+        if config is None:
+            self.sharing = parse_sharing(None)
+            return
+        if not isinstance(config, dict):
+            self.fail("spec.devicePlugin", "must be the device plugin's config mapping")
+        if config.get("version", "v1") != "v1":
+            self.fail("spec.devicePlugin.version", f"unknown version: {config['version']}")
+        flags = config.get("flags") or {}
+        strategy = flags.get("migStrategy", "none") if isinstance(flags, dict) else None
+        if strategy not in MIG_STRATEGIES:
+            self.fail("spec.devicePlugin.flags.migStrategy",
+                      f'Unsupported value: "{strategy}": supported values: "none", "single", "mixed"')
+        if strategy != "none":
+            self.mig_unsupported()
+        try:
+            self.sharing = parse_sharing(config.get("sharing"), "spec.devicePlugin.sharing")
+        except GpuLabError as err:
+            raise GpuLabError(f'NodePool "{self.name}": {err}') from None
+
+    def read_mig(self, mig: Any) -> None:
+        self.mig_config = None
+        if mig is None:
+            return
+        if not isinstance(mig, dict):
+            self.fail("spec.mig", "must be a mapping with config (and optionally migParted)")
+        unknown = sorted(set(mig) - {"config", "migParted"})
+        if unknown:
+            self.fail(f"spec.mig.{unknown[0]}", "unknown field (known: config, migParted)")
+        if self.model is not None and not self.model.mig_capable:
+            self.fail("spec.mig", f"{self.model.name} GPUs do not support MIG")
+        if mig.get("config") != "all-disabled":
+            self.mig_unsupported()
+        self.mig_config = "all-disabled"
+
+    def mig_unsupported(self):
+        raise GpuLabError(f'NodePool "{self.name}": MIG is not supported yet in this version of gpu-lab')
+
+    def node(self, i: int) -> Node:
+        name = f"{self.name}-{i}"
+        labels = {
+            "kubernetes.io/hostname": name,
+            "kubernetes.io/os": "linux",
+            "kubernetes.io/arch": "amd64",
+        }
+        if self.instance_type:
+            labels["node.kubernetes.io/instance-type"] = self.instance_type
+        labels[POOL_LABEL] = self.name
+        capacity = dict(self.resources)
+        devices: dict[str, list[str]] = {}
+        if self.model is not None and self.gpus:
+            labels.update(gfd_labels(self.model, self.gpus, sharing=self.sharing,
+                                     machine=self.instance_type))
+            if self.mig_config:
+                labels["nvidia.com/mig.config"] = self.mig_config
+                labels["nvidia.com/mig.config.state"] = "success"
+            uuids = [f"GPU-{stable_uid(name, str(g))}" for g in range(self.gpus)]
+            if self.sharing.shared:  # the plugin's replica IDs: <uuid>::<n>
+                uuids = [f"{u}::{r}" for u in uuids for r in range(self.sharing.replicas)]
+            capacity[self.sharing.resource] = len(uuids)
+            devices[self.sharing.resource] = uuids
+        labels.update(self.user_labels)
+        return Node(
+            name=name,
+            labels=labels,
+            taints=list(self.taints),
+            capacity=capacity,
+            allocatable=dict(capacity),
+            pool=self.name,
+            devices=devices,
+            raw={"nodePool": copy.deepcopy(self.spec)},
+        )
+
+
+def node_from_manifest(raw: dict[str, Any]) -> Node:
+    """Parse a plain ``v1 Node`` document into a ``Node`` record.
+
+    Quantities are read the way the scheduler reads them (cpu in millicores,
+    everything else in whole units, rounded up). A missing ``allocatable``
+    means the same as capacity, and ``pods`` defaults to 110, the kubelet's
+    ``maxPods`` default, so hand-written nodes do not need the boilerplate.
+    """
+    if not isinstance(raw, dict):
+        raise GpuLabError("Node: the document must be a mapping")
+    meta = raw.get("metadata") if isinstance(raw.get("metadata"), dict) else {}
+    name = meta.get("name")
+    if not name:
+        raise GpuLabError("Node: metadata.name: Required value")
+
+    def fail(field: str, message: str):
+        raise GpuLabError(f'Node "{name}": {field}: {message}')
+
+    if raw.get("kind", "Node") != "Node" or raw.get("apiVersion", "v1") != "v1":
+        fail("kind", f'expected v1 Node, got {raw.get("apiVersion")} {raw.get("kind")}')
+    spec = raw.get("spec") or {}
+    status = raw.get("status") or {}
+    annotations = meta.get("annotations") or {}
+    if not isinstance(annotations, dict) or not all(isinstance(v, str) for v in annotations.values()):
+        fail("metadata.annotations", "values must be strings")
+    unschedulable = spec.get("unschedulable", False)
+    if not isinstance(unschedulable, bool):
+        fail("spec.unschedulable", f"Invalid value: {unschedulable!r}: must be true or false")
+    capacity = _resources(status.get("capacity"), "status.capacity", fail)
+    if status.get("allocatable") is None:
+        allocatable = dict(capacity)
+    else:
+        allocatable = _resources(status.get("allocatable"), "status.allocatable", fail)
+    capacity.setdefault("pods", DEFAULT_PODS)
+    allocatable.setdefault("pods", DEFAULT_PODS)
+    return Node(
+        name=str(name),
+        labels=_labels(meta.get("labels"), "metadata.labels", fail),
+        annotations=dict(annotations),
+        taints=_taints(spec.get("taints"), "spec.taints", fail),
+        unschedulable=unschedulable,
+        capacity=capacity,
+        allocatable=allocatable,
+        raw=raw,
+    )
+
+
+def _resources(raw: Any, where: str, fail) -> dict[str, int]:
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        fail(where, "must be a mapping of resource name to quantity")
+    out: dict[str, int] = {}
+    for res, amount in raw.items():
+        field = f"{where}[{res}]"
+        try:
+            q = parse_quantity(amount)
+        except QuantityError as err:
+            fail(field, str(err))
+        if q < 0:
+            fail(field, f'Invalid value: "{amount}": must be greater than or equal to 0')
+        if is_extended_resource(res) and q.denominator != 1:
+            fail(field, f'Invalid value: "{amount}": must be an integer')
+        out[res] = milli_value(q) if res == "cpu" else value(q)
+    return out
+
+
+def _labels(raw: Any, where: str, fail) -> dict[str, str]:
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        fail(where, "must be a mapping of label key to value")
+    for key, val in raw.items():
+        _check_label_key(key, where, fail)
+        if not isinstance(val, str):
+            fail(f"{where}[{key}]", f"Invalid value: {val!r}: must be a string (quote it in YAML)")
+        if len(val) > 63 or (val and not re.fullmatch(_LABEL_NAME, val)):
+            fail(f"{where}[{key}]", f'Invalid value: "{val}": a valid label value must be no more '
+                 f"than 63 characters and {_LABEL_MSG}")
+    return dict(raw)
+
+
+def _check_label_key(key: Any, where: str, fail) -> None:
+    if not isinstance(key, str):
+        fail(where, f"Invalid value: {key!r}: label keys must be strings")
+    prefix, _, name = key.rpartition("/")
+    if "/" in key and (len(prefix) > 253 or not re.fullmatch(_DNS1123_SUBDOMAIN, prefix)):
+        fail(where, f'Invalid value: "{key}": prefix part must be a lowercase RFC 1123 subdomain')
+    if len(name) > 63 or not re.fullmatch(_LABEL_NAME, name):
+        fail(where, f'Invalid value: "{key}": name part must be no more than 63 characters and {_LABEL_MSG}')
+
+
+def _taints(raw: Any, where: str, fail) -> list[Taint]:
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        fail(where, "must be a list of {key, value, effect}")
+    taints: list[Taint] = []
+    seen: set[tuple[str, str]] = set()
+    for i, t in enumerate(raw):
+        at = f"{where}[{i}]"
+        if not isinstance(t, dict):
+            fail(at, "must be a mapping with key, value and effect")
+        key, val, effect = t.get("key"), t.get("value", ""), t.get("effect")
+        if not key:
+            fail(f"{at}.key", "Required value")
+        _check_label_key(key, f"{at}.key", fail)
+        if not isinstance(val, str):
+            fail(f"{at}.value", f"Invalid value: {val!r}: must be a string (quote it in YAML)")
+        if val and (len(val) > 63 or not re.fullmatch(_LABEL_NAME, val)):
+            fail(f"{at}.value", f'Invalid value: "{val}": a valid label value must be no more than '
+                 f"63 characters and {_LABEL_MSG}")
+        if not effect:
+            fail(f"{at}.effect", "Required value")
+        if effect not in TAINT_EFFECTS:
+            supported = ", ".join(f'"{e}"' for e in TAINT_EFFECTS)
+            fail(f"{at}.effect", f'Unsupported value: "{effect}": supported values: {supported}')
+        if (key, effect) in seen:
+            fail(at, f'Duplicate value: "{key}:{effect}": taints must be unique by key and effect pair')
+        seen.add((key, effect))
+        taints.append(Taint(key, val, effect))
+    return taints
+

@@ -1,0 +1,356 @@
+import copy
+import re
+
+import pytest
+import yaml
+
+from gpu_lab.errors import GpuLabError
+from gpu_lab.model.nodepool import expand_node_pool, node_from_manifest
+from gpu_lab.model.objects import Taint, stable_uid
+from gpu_lab.model.quantity import QUANTITY_PATTERN
+
+H100_POOL = yaml.safe_load("""
+apiVersion: gpulab.dev/v1alpha1
+kind: NodePool
+metadata: {name: h100}
+spec:
+  count: 2
+  gpu: {model: H100-80GB, count: 8}
+  cpu: "96"
+  memory: 1024Gi
+  labels: {team: research}
+  taints: [{key: nvidia.com/gpu, value: present, effect: NoSchedule}]
+  devicePlugin: {version: v1, flags: {migStrategy: none}}
+""")
+
+GPU_UUID = re.compile(r"^GPU-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+
+
+def pool(**spec):
+    doc = copy.deepcopy(H100_POOL)
+    for k, v in spec.items():
+        if v is None:
+            doc["spec"].pop(k, None)
+        else:
+            doc["spec"][k] = v
+    return doc
+
+
+def error(doc) -> str:
+    with pytest.raises(GpuLabError) as exc:
+        expand_node_pool(doc)
+    return str(exc.value)
+
+
+def test_h100_pool_expands_to_named_nodes():
+    nodes = expand_node_pool(H100_POOL)
+    assert [n.name for n in nodes] == ["h100-0", "h100-1"]
+    n = nodes[1]
+    assert n.pool == "h100"
+    assert n.labels == {
+        "kubernetes.io/hostname": "h100-1",
+        "kubernetes.io/os": "linux",
+        "kubernetes.io/arch": "amd64",
+        "gpulab.dev/pool": "h100",
+        "nvidia.com/gpu.present": "true",
+        "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3",
+        "nvidia.com/gpu.memory": "81559",
+        "nvidia.com/gpu.count": "8",
+        "nvidia.com/gpu.family": "hopper",
+        "nvidia.com/gpu.compute.major": "9",
+        "nvidia.com/gpu.compute.minor": "0",
+        "nvidia.com/gpu.replicas": "1",
+        "nvidia.com/gpu.sharing-strategy": "none",
+        "nvidia.com/gpu.mode": "compute",
+        "nvidia.com/mig.capable": "true",
+        "nvidia.com/mps.capable": "false",
+        "team": "research",
+    }
+    assert n.capacity == {
+        "cpu": 96_000,
+        "memory": 1024 * 2**30,
+        "ephemeral-storage": 100 * 2**30,
+        "pods": 110,
+        "nvidia.com/gpu": 8,
+    }
+    assert n.allocatable == n.capacity and n.allocatable is not n.capacity
+    assert n.taints == [Taint("nvidia.com/gpu", "present", "NoSchedule")]
+    assert not n.unschedulable
+
+
+def test_gpu_uuids_are_stable_and_distinct():
+    a, b = expand_node_pool(H100_POOL)
+    ids = a.devices["nvidia.com/gpu"]
+    assert list(a.devices) == ["nvidia.com/gpu"]
+    assert len(ids) == 8 and all(GPU_UUID.match(u) for u in ids)
+    assert ids[3] == "GPU-" + stable_uid("h100-0", "3")
+    assert len(set(ids) | set(b.devices["nvidia.com/gpu"])) == 16
+    assert expand_node_pool(H100_POOL)[0].devices == a.devices  # same input, same IDs
+
+
+def test_raw_keeps_a_copy_of_the_pool_spec():
+    doc = copy.deepcopy(H100_POOL)
+    n = expand_node_pool(doc)[0]
+    assert n.raw["nodePool"] == H100_POOL["spec"]
+    doc["spec"]["labels"]["team"] = "changed"
+    assert n.raw["nodePool"]["labels"]["team"] == "research"
+
+
+def test_optional_fields():
+    doc = pool(pods=64, ephemeralStorage="500Gi", instanceType="p5.48xlarge", cpu="7500m", memory="1.5Ti")
+    n = expand_node_pool(doc)[0]
+    assert n.capacity["pods"] == 64
+    assert n.capacity["ephemeral-storage"] == 500 * 2**30
+    assert n.capacity["cpu"] == 7500
+    assert n.capacity["memory"] == 3 * 2**39
+    assert n.labels["node.kubernetes.io/instance-type"] == "p5.48xlarge"
+    assert n.labels["nvidia.com/gpu.machine"] == "p5.48xlarge"
+
+
+def test_user_labels_go_on_top():
+    doc = pool(labels={"gpulab.dev/pool": "other", "nvidia.com/gpu.product": "custom", "x": ""})
+    n = expand_node_pool(doc)[0]
+    assert n.labels["gpulab.dev/pool"] == "other"
+    assert n.labels["nvidia.com/gpu.product"] == "custom"
+    assert n.labels["x"] == ""
+    assert n.pool == "h100"
+
+
+@pytest.mark.parametrize("gpu", [None, {"count": 0}, {"model": "T4", "count": 0}])
+def test_cpu_pool(gpu):
+    n = expand_node_pool(pool(gpu=gpu, taints=None, devicePlugin=None))[0]
+    assert not any(k.startswith("nvidia.com/") for k in n.labels)
+    assert "nvidia.com/gpu" not in n.capacity
+    assert n.devices == {}
+    assert n.taints == []
+
+
+def test_zero_nodes():
+    assert expand_node_pool(pool(count=0)) == []
+
+
+def test_time_slicing_multiplies_capacity_and_devices():
+    plugin = {"version": "v1", "sharing": {"timeSlicing": {"resources": [{"name": "nvidia.com/gpu", "replicas": 4}]}}}
+    doc = pool(gpu={"model": "T4", "count": 2}, devicePlugin=plugin)
+    doc["metadata"]["name"] = "t4"
+    n = expand_node_pool(doc)[0]
+    assert n.capacity["nvidia.com/gpu"] == 8
+    assert n.labels["nvidia.com/gpu.product"] == "Tesla-T4-SHARED"
+    assert n.labels["nvidia.com/gpu.count"] == "2"
+    assert n.labels["nvidia.com/gpu.replicas"] == "4"
+    assert n.labels["nvidia.com/gpu.sharing-strategy"] == "time-slicing"
+    ids = n.devices["nvidia.com/gpu"]
+    first = "GPU-" + stable_uid("t4-0", "0")
+    assert ids[:5] == [f"{first}::0", f"{first}::1", f"{first}::2", f"{first}::3",
+                       "GPU-" + stable_uid("t4-0", "1") + "::0"]
+    assert len(ids) == len(set(ids)) == 8
+    assert n.raw["nodePool"]["devicePlugin"] == plugin
+
+
+def test_rename_by_default_advertises_gpu_shared():
+    sharing = {"timeSlicing": {"renameByDefault": True, "resources": [{"name": "nvidia.com/gpu", "replicas": 10}]}}
+    n = expand_node_pool(pool(devicePlugin={"sharing": sharing}))[0]
+    assert n.capacity["nvidia.com/gpu.shared"] == 80
+    assert "nvidia.com/gpu" not in n.capacity
+    assert list(n.devices) == ["nvidia.com/gpu.shared"] and len(n.devices["nvidia.com/gpu.shared"]) == 80
+    assert n.labels["nvidia.com/gpu.product"] == "NVIDIA-H100-80GB-HBM3"
+
+
+def test_mig_all_disabled_is_accepted():
+    n = expand_node_pool(pool(mig={"config": "all-disabled"}))[0]
+    assert n.labels["nvidia.com/mig.config"] == "all-disabled"
+    assert n.labels["nvidia.com/mig.config.state"] == "success"
+    assert n.capacity["nvidia.com/gpu"] == 8
+
+
+MIG_TODO = 'NodePool "h100": MIG is not supported yet in this version of gpu-lab'
+KNOWN = "A100-40GB, A100-80GB, A10G, H100-80GB, H200-141GB, L4, L40S, T4"
+
+
+@pytest.mark.parametrize(
+    "spec, message",
+    [
+        ({"gpu": {"model": "X100", "count": 8}},
+         f'NodePool "h100": spec.gpu.model: unknown GPU model "X100" (known: {KNOWN})'),
+        ({"gpu": {"count": 8}}, 'NodePool "h100": spec.gpu.model: Required value'),
+        ({"gpu": {"model": "H100", "count": 8, "type": "sxm"}},
+         'NodePool "h100": spec.gpu.type: unknown field (known: model, count)'),
+        ({"gpu": {"model": "H100", "count": -1}},
+         'NodePool "h100": spec.gpu.count: Invalid value: -1: must be greater than or equal to 0'),
+        ({"gpu": {"model": "H100", "count": 1.5}},
+         'NodePool "h100": spec.gpu.count: Invalid value: 1.5: must be an integer'),
+        ({"gpu": {"model": "H100"}}, 'NodePool "h100": spec.gpu.count: Required value'),
+        ({"count": -1}, 'NodePool "h100": spec.count: Invalid value: -1: must be greater than or equal to 0'),
+        ({"count": "2"}, "NodePool \"h100\": spec.count: Invalid value: '2': must be an integer"),
+        ({"count": True}, 'NodePool "h100": spec.count: Invalid value: True: must be an integer'),
+        ({"count": None}, 'NodePool "h100": spec.count: Required value'),
+        ({"pods": -5}, 'NodePool "h100": spec.pods: Invalid value: -5: must be greater than or equal to 0'),
+        ({"cpu": "ninety"},
+         f"NodePool \"h100\": spec.cpu: quantities must match the regular expression '{QUANTITY_PATTERN}'"),
+        ({"cpu": None}, 'NodePool "h100": spec.cpu: Required value'),
+        ({"memory": None}, 'NodePool "h100": spec.memory: Required value'),
+        ({"memory": "-1Gi"}, 'NodePool "h100": spec.memory: Invalid value: "-1Gi": must be greater than or equal to 0'),
+        ({"ephemeralStorage": "lots"},
+         f"NodePool \"h100\": spec.ephemeralStorage: quantities must match the regular expression '{QUANTITY_PATTERN}'"),
+        ({"gpus": 8}, 'NodePool "h100": spec.gpus: unknown field (known: count, gpu, cpu, memory, '
+                      "ephemeralStorage, pods, instanceType, labels, taints, devicePlugin, mig)"),
+        ({"taints": [{"key": "gpu", "effect": "NoRun"}]},
+         'NodePool "h100": spec.taints[0].effect: Unsupported value: "NoRun": '
+         'supported values: "NoSchedule", "PreferNoSchedule", "NoExecute"'),
+        ({"taints": [{"value": "x", "effect": "NoSchedule"}]}, 'NodePool "h100": spec.taints[0].key: Required value'),
+        ({"taints": [{"key": "gpu"}]}, 'NodePool "h100": spec.taints[0].effect: Required value'),
+        ({"taints": [{"key": "gpu", "effect": "NoSchedule"}, {"key": "gpu", "value": "y", "effect": "NoSchedule"}]},
+         'NodePool "h100": spec.taints[1]: Duplicate value: "gpu:NoSchedule": taints must be unique by key and effect pair'),
+        ({"taints": {"key": "gpu"}}, 'NodePool "h100": spec.taints: must be a list of {key, value, effect}'),
+        ({"labels": {"spot": True}},
+         'NodePool "h100": spec.labels[spot]: Invalid value: True: must be a string (quote it in YAML)'),
+        ({"labels": {"bad key": "x"}}, 'NodePool "h100": spec.labels: Invalid value: "bad key": name part must be '
+         "no more than 63 characters and must consist of alphanumeric characters, '-', '_' or '.', and must start "
+         "and end with an alphanumeric character (regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')"),
+        ({"labels": {"Example.COM/x": "y"}},
+         'NodePool "h100": spec.labels: Invalid value: "Example.COM/x": prefix part must be a lowercase RFC 1123 subdomain'),
+        ({"instanceType": "p5 48xlarge"}, 'NodePool "h100": spec.instanceType: Invalid value: "p5 48xlarge": a valid '
+         "label value must be no more than 63 characters and must consist of alphanumeric characters, '-', '_' or '.', "
+         "and must start and end with an alphanumeric character (regex used for validation is "
+         "'([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')"),
+        ({"mig": {"config": "all-balanced"}}, MIG_TODO),
+        ({"mig": {"migParted": {"version": "v1"}}}, MIG_TODO),
+        ({"devicePlugin": {"flags": {"migStrategy": "mixed"}}}, MIG_TODO),
+        ({"devicePlugin": {"flags": {"migStrategy": "some"}}},
+         'NodePool "h100": spec.devicePlugin.flags.migStrategy: Unsupported value: "some": '
+         'supported values: "none", "single", "mixed"'),
+        ({"devicePlugin": {"version": "v2"}}, 'NodePool "h100": spec.devicePlugin.version: unknown version: v2'),
+        ({"devicePlugin": {"sharing": {"timeSlicing": {"resources": [{"name": "nvidia.com/gpu", "replicas": 1}]}}}},
+         'NodePool "h100": spec.devicePlugin.sharing.timeSlicing.resources[0].replicas: number of replicas must be >= 2'),
+        ({"gpu": {"model": "T4", "count": 1}, "mig": {"config": "all-disabled"}},
+         'NodePool "h100": spec.mig: T4 GPUs do not support MIG'),
+        ({"mig": {"config": "all-disabled", "profile": "x"}},
+         'NodePool "h100": spec.mig.profile: unknown field (known: config, migParted)'),
+    ],
+)
+def test_bad_pools(spec, message):
+    assert error(pool(**spec)) == message
+
+
+def test_spec_is_required():
+    doc = copy.deepcopy(H100_POOL)
+    del doc["spec"]
+    assert error(doc) == 'NodePool "h100": spec: Required value'
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"metadata": {}}, "NodePool: metadata.name: Required value"),
+        ({"kind": "Node"}, 'NodePool "h100": apiVersion/kind must be gpulab.dev/v1alpha1/NodePool, got gpulab.dev/v1alpha1/Node'),
+        ({"metadata": {"name": "H100"}},
+         'NodePool "H100": metadata.name: Invalid value: "H100": a lowercase RFC 1123 label must consist of lower case '
+         "alphanumeric characters or '-', and must start and end with an alphanumeric character "
+         "(regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')"),
+        ({"metadata": {"name": "a" * 62}},
+         f'NodePool "{"a" * 62}": metadata.name: Invalid value: "{"a" * 62}": node name "{"a" * 62}-1" must be no '
+         "more than 63 characters"),
+    ],
+)
+def test_bad_documents(change, message):
+    doc = copy.deepcopy(H100_POOL)
+    doc.update(change)
+    assert error(doc) == message
+
+
+def test_document_must_be_a_mapping():
+    assert error(["not", "a", "pool"]) == "NodePool: the document must be a mapping"
+
+
+NODE = yaml.safe_load("""
+apiVersion: v1
+kind: Node
+metadata:
+  name: n1
+  labels: {nvidia.com/gpu.product: Tesla-T4, kubernetes.io/hostname: n1}
+  annotations: {note: hand-written}
+spec:
+  unschedulable: true
+  taints: [{key: dedicated, value: ml, effect: NoExecute}]
+status:
+  capacity: {cpu: "7500m", memory: 64Gi, nvidia.com/gpu: "4", ephemeral-storage: "100G", hugepages-2Mi: "0"}
+""")
+
+
+def test_node_from_manifest():
+    n = node_from_manifest(NODE)
+    assert n.name == "n1"
+    assert n.labels == {"nvidia.com/gpu.product": "Tesla-T4", "kubernetes.io/hostname": "n1"}
+    assert n.annotations == {"note": "hand-written"}
+    assert n.unschedulable is True
+    assert n.taints == [Taint("dedicated", "ml", "NoExecute")]
+    assert n.capacity == {
+        "cpu": 7500,
+        "memory": 64 * 2**30,
+        "nvidia.com/gpu": 4,
+        "ephemeral-storage": 100 * 10**9,
+        "hugepages-2Mi": 0,
+        "pods": 110,
+    }
+    assert n.allocatable == n.capacity and n.allocatable is not n.capacity
+    assert n.pool is None and n.devices == {}
+    assert n.raw is NODE
+
+
+def test_manifest_allocatable_and_rounding():
+    doc = copy.deepcopy(NODE)
+    doc["status"]["capacity"]["pods"] = "250"
+    doc["status"]["allocatable"] = {"cpu": "0.0015", "memory": "1.5", "nvidia.com/gpu": 3}
+    n = node_from_manifest(doc)
+    assert n.capacity["pods"] == 250
+    # MilliValue / Value round up, as the scheduler reads them
+    assert n.allocatable == {"cpu": 2, "memory": 2, "nvidia.com/gpu": 3, "pods": 110}
+
+
+def test_minimal_manifest():
+    n = node_from_manifest({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "bare"}})
+    assert n.capacity == n.allocatable == {"pods": 110}
+    assert n.labels == {} and n.taints == [] and not n.unschedulable
+
+
+def manifest_error(**status) -> str:
+    doc = copy.deepcopy(NODE)
+    doc["status"] = status
+    with pytest.raises(GpuLabError) as exc:
+        node_from_manifest(doc)
+    return str(exc.value)
+
+
+def test_manifest_bad_quantities():
+    assert manifest_error(capacity={"cpu": "lots"}) == (
+        f"Node \"n1\": status.capacity[cpu]: quantities must match the regular expression '{QUANTITY_PATTERN}'")
+    assert manifest_error(capacity={"cpu": "4"}, allocatable={"memory": "1Gb"}) == (
+        f"Node \"n1\": status.allocatable[memory]: quantities must match the regular expression '{QUANTITY_PATTERN}'")
+    assert manifest_error(capacity={"memory": "-1"}) == (
+        'Node "n1": status.capacity[memory]: Invalid value: "-1": must be greater than or equal to 0')
+    assert manifest_error(capacity={"nvidia.com/gpu": "0.5"}) == (
+        'Node "n1": status.capacity[nvidia.com/gpu]: Invalid value: "0.5": must be an integer')
+    assert manifest_error(capacity=["cpu"]) == (
+        'Node "n1": status.capacity: must be a mapping of resource name to quantity')
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"metadata": {}}, "Node: metadata.name: Required value"),
+        ({"kind": "Pod"}, 'Node "n1": kind: expected v1 Node, got v1 Pod'),
+        ({"spec": {"taints": [{"key": "k", "effect": "Never"}]}},
+         'Node "n1": spec.taints[0].effect: Unsupported value: "Never": '
+         'supported values: "NoSchedule", "PreferNoSchedule", "NoExecute"'),
+        ({"spec": {"unschedulable": "yes"}}, "Node \"n1\": spec.unschedulable: Invalid value: 'yes': must be true or false"),
+        ({"metadata": {"name": "n1", "labels": {"gpus": 4}}},
+         'Node "n1": metadata.labels[gpus]: Invalid value: 4: must be a string (quote it in YAML)'),
+        ({"metadata": {"name": "n1", "annotations": {"n": 1}}}, 'Node "n1": metadata.annotations: values must be strings'),
+    ],
+)
+def test_manifest_bad_documents(change, message):
+    doc = copy.deepcopy(NODE)
+    doc.update(change)
+    with pytest.raises(GpuLabError) as exc:
+        node_from_manifest(doc)
+    assert str(exc.value) == message
