@@ -1,0 +1,376 @@
+"""DefaultPreemption: when a pod fits nowhere, find lower-priority pods to evict.
+
+Mirrors ``plugins/defaultpreemption`` and ``framework/preemption`` of
+kube-scheduler v1.37 for single pods (no PodGroups):
+
+1. Eligibility (``PodEligibleToPreemptOthers``): a pod with
+   ``preemptionPolicy: Never`` may not preempt ("not eligible due to
+   preemptionPolicy=Never."). A pod already nominated to a node may not preempt
+   again while a lower-priority pod there is still terminating because of an
+   earlier preemption -- unless its nominated node is now
+   UnschedulableAndUnresolvable. The simulator deletes victims at once, so this
+   only applies to pods whose manifest carries ``deletionTimestamp`` and a
+   ``DisruptionTarget``/``PreemptionByScheduler`` condition.
+2. Candidate nodes (``findCandidates``): only nodes whose filter status is
+   ``Unschedulable``; ``UnschedulableAndUnresolvable`` means removing pods
+   cannot help. Nodes absent from the diagnosis (PreFilter rejected the pod)
+   take the PreFilter status's code, so an Unschedulable PreFilter rejection
+   makes every node a candidate and an Unresolvable one makes none.
+3. Dry run (``SelectVictimsOnNode``) on each candidate, from an offset, until
+   ``max(numNodes * minCandidateNodesPercentage / 100,
+   minCandidateNodesAbsolute)`` (at most numNodes) nodes with victims are
+   found: remove every pod of lower priority than the preemptor (pods of any
+   profile, and pods bound by ``nodeName``, are victims alike), re-run
+   PreFilter and Filter; if the pod still does not fit, the node's status is
+   that failure. Otherwise put the victims back one by one, most important
+   first (higher priority, then earlier start), keeping each one the pod can
+   live with. Kubernetes reprieves PDB-violating victims first; the simulator
+   has no PodDisruptionBudgets, so every victim is non-violating. The
+   snapshot is always restored exactly afterwards.
+4. Pick one node (``pickOneNodeForPreemption``): fewest PDB violations,
+   lowest highest-victim priority, smallest sum of (priority + 2^31), fewest
+   victims, latest start of the highest-priority victims, then the first.
+
+Where kube-scheduler is random the simulator is deterministic unless the
+plugin's handle offers one: the dry run starts at offset 0 (Kubernetes picks
+``rand.Int31n(numNodes)``) unless ``handle.rng`` exists and
+``handle.deterministic`` is false; candidates are compared in dry-run order
+(Kubernetes iterates a map, so its final tie-break is effectively random); the
+dry run is sequential where Kubernetes runs 16 goroutines, so it stops at
+exactly the candidate count. A pod's start time is its creation order
+(``Pod.created``; larger = later).
+
+Messages are kube-scheduler's: success gives "preemption: found a potential
+placement for pod on node <node>, preempting <n> victims" (appended to the
+FitError of the PodScheduled condition), failure "preemption: 0/N nodes are
+available: <histogram>." where nodes that were not tried read "Preemption is
+not helpful for scheduling".
+
+Performance: a node without lower-priority pods is rejected without running a
+filter (as in Kubernetes), and when NodeResourcesFit filters this profile a
+node where even evicting every lower-priority pod frees too little is skipped
+without the dry run; its exact filter status is only worked out if no
+candidate is found at all and the message needs it. The same arithmetic
+spares the Filter run for reprieves that cannot fit.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ...errors import GpuLabError
+from ...model.objects import Pod
+from ..framework import (
+    ERROR,
+    SKIP,
+    SUCCESS,
+    UNRESOLVABLE,
+    UNSCHEDULABLE,
+    CycleContext,
+    Diagnosis,
+    Plugin,
+    PostFilterResult,
+    Status,
+)
+
+NOT_ELIGIBLE_NEVER = "not eligible due to preemptionPolicy=Never."
+NOT_ELIGIBLE_TERMINATING = "not eligible due to a terminating pod on the nominated node."
+NO_VICTIMS = "No preemption victims found for incoming pod"
+NOT_HELPFUL = "Preemption is not helpful for scheduling"
+FOUND = "found a potential placement for pod on node {}, preempting {} victims"
+MAX_INT32 = 2**31 - 1
+
+DEFAULT_MIN_CANDIDATE_NODES_PERCENTAGE = 10
+DEFAULT_MIN_CANDIDATE_NODES_ABSOLUTE = 100
+
+
+def more_important_key(pod: Pod) -> tuple[int, int]:
+    """Sort key for ``MoreImportantVictim`` on single pods: higher priority, then earlier start."""
+    return (-pod.priority, pod.created)
+
+
+def terminating_by_preemption(pod: Pod) -> bool:
+    """``PodTerminatingByPreemption``: being deleted, with a DisruptionTarget condition from preemption."""
+    if getattr(pod, "terminating_by_preemption", False):
+        return True
+    raw = pod.raw or {}
+    if not (raw.get("metadata") or {}).get("deletionTimestamp"):
+        return False
+    for cond in (raw.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == "DisruptionTarget":
+            return cond.get("status") == "True" and cond.get("reason") == "PreemptionByScheduler"
+    return False
+
+
+def lower_priority_nominated(nominated: dict[str, tuple[Pod, int]], priority: int, node: int) -> list[Pod]:
+    """``getLowerPriorityNominatedPods``: whose nomination to clear after preempting on ``node``."""
+    return [p for p, i in nominated.values() if i == node and p.priority < priority]
+
+
+def _aggregate(errors: list[str]) -> str:
+    """``utilerrors.NewAggregate(errs).Error()``."""
+    if len(errors) == 1:
+        return errors[0]
+    return "[" + ", ".join(errors) + "]"
+
+
+def _validate(pct: Any, absolute: Any) -> None:
+    errs = []
+    if not isinstance(pct, int) or not 0 <= pct <= 100:
+        errs.append(f"minCandidateNodesPercentage: Invalid value: {pct}: not in valid range [0, 100]")
+    if not isinstance(absolute, int) or absolute < 0:
+        errs.append(f"minCandidateNodesAbsolute: Invalid value: {absolute}: not in valid range [0, inf)")
+    if pct == 0 and absolute == 0:
+        errs.append("minCandidateNodesPercentage: Invalid value: 0: cannot be zero at the same time as minCandidateNodesAbsolute")
+        errs.append("minCandidateNodesAbsolute: Invalid value: 0: cannot be zero at the same time as minCandidateNodesPercentage")
+    if errs:
+        raise GpuLabError("DefaultPreemptionArgs: " + _aggregate(errs))
+
+
+def _default_run_filters(ctx: CycleContext):
+    """PreFilter + Filter of ``ctx.profile`` for one node, when no scheduler set ``ctx.run_filters``."""
+
+    def run(i: int) -> Status | None:
+        c = CycleContext(pod=ctx.pod, snapshot=ctx.snapshot, profile=ctx.profile, nominated=ctx.nominated)
+        skipped = set()
+        for pl in ctx.profile.at("preFilter"):
+            st = pl.pre_filter(c)
+            if st is None:
+                continue
+            if st.code == SKIP:
+                skipped.add(pl.name)
+            elif st.rejected:
+                return Status(st.code, st.reasons, pl.name)
+        for pl in ctx.profile.at("filter"):
+            if pl.name not in skipped and not pl.filter(c)[i]:
+                return pl.filter_status(c, i)
+        return None
+
+    return run
+
+
+class _ResourceBound:
+    """NodeResourcesFit's arithmetic, used only to skip work whose answer is already known.
+
+    ``fits(i, freed)`` is False only when NodeResourcesFit would reject node i
+    with the pods in ``freed`` removed, so the full filter run would fail too.
+    """
+
+    def __init__(self, ctx: CycleContext):
+        self.active = False
+        fit = ctx.profile.plugins.get("NodeResourcesFit")
+        if fit is None or "NodeResourcesFit" not in ctx.profile.phases.get("filter", []):
+            return
+        checked = getattr(fit, "_checked", None)
+        if checked is None:
+            return
+        snap = ctx.snapshot
+        entries = list(checked(ctx))  # may add resource columns: read arrays after
+        self.names = ["pods"] + [name for name, _, _ in entries]
+        self.cols = np.array([snap.rindex["pods"]] + [col for _, col, _ in entries], dtype=np.int64)
+        self.need = np.array([1] + [v for _, _, v in entries], dtype=np.int64)
+        self.snap = snap
+        self.extra: dict[int, np.ndarray] = {}
+        for i, pods in ctx.nominated.items():
+            self.extra[i] = sum((self.vector(p) for p in pods), np.zeros(len(self.cols), dtype=np.int64))
+        self.active = True
+
+    def vector(self, pod: Pod) -> np.ndarray:
+        req = pod.requests
+        return np.array([1] + [req.get(n, 0) for n in self.names[1:]], dtype=np.int64)
+
+    def fits(self, i: int, freed: list[Pod] = ()) -> bool:
+        if not self.active:
+            return True
+        snap = self.snap
+        used = snap.requested[i, self.cols].copy()
+        if i in self.extra:
+            used += self.extra[i]
+        for p in freed:
+            used -= self.vector(p)
+        return bool(np.all(self.need <= snap.allocatable[i, self.cols] - used))
+
+
+class DefaultPreemption(Plugin):
+    name = "DefaultPreemption"
+
+    def __init__(self, args=None, handle=None):
+        super().__init__(args, handle)
+        pct = self.args.get("minCandidateNodesPercentage")
+        absolute = self.args.get("minCandidateNodesAbsolute")
+        self.min_pct = DEFAULT_MIN_CANDIDATE_NODES_PERCENTAGE if pct is None else pct
+        self.min_abs = DEFAULT_MIN_CANDIDATE_NODES_ABSOLUTE if absolute is None else absolute
+        _validate(self.min_pct, self.min_abs)
+
+    # ------------------------------------------------------------ helpers
+    def num_candidates(self, num_nodes: int) -> int:
+        """``calculateNumCandidates``."""
+        n = num_nodes * self.min_pct // 100
+        n = max(n, self.min_abs)
+        return min(n, num_nodes)
+
+    def offset(self, num_nodes: int) -> int:
+        rng = getattr(self.handle, "rng", None)
+        if rng is None or getattr(self.handle, "deterministic", False) or num_nodes == 0:
+            return 0
+        return rng.randrange(num_nodes)
+
+    def _nominated_node(self, ctx: CycleContext) -> int | None:
+        pod = ctx.pod
+        nominated = getattr(self.handle, "nominated", None)
+        if isinstance(nominated, dict) and pod.key in nominated:
+            return nominated[pod.key][1]
+        name = ((pod.raw or {}).get("status") or {}).get("nominatedNodeName")
+        return ctx.snapshot.index.get(name) if name else None
+
+    def eligible(self, ctx: CycleContext, diagnosis: Diagnosis) -> tuple[bool, str]:
+        """``PodEligibleToPreemptOthers``."""
+        pod = ctx.pod
+        if pod.preemption_policy == "Never":
+            return False, NOT_ELIGIBLE_NEVER
+        nom = self._nominated_node(ctx)
+        if nom is not None:
+            st = diagnosis.node_status.get(nom) or diagnosis.absent_status
+            if st is None or st.code == UNRESOLVABLE:
+                return True, ""
+            for p in ctx.snapshot.pods_on[nom]:
+                if p.priority < pod.priority and terminating_by_preemption(p):
+                    return False, NOT_ELIGIBLE_TERMINATING
+        return True, ""
+
+    @staticmethod
+    def potential_nodes(ctx: CycleContext, diagnosis: Diagnosis) -> list[int]:
+        """``NodesForStatusCode(Unschedulable)``: explicit statuses, or every node for an absent one."""
+        absent = diagnosis.absent_status
+        if absent is not None and absent.code == UNSCHEDULABLE:
+            return [
+                i for i in range(len(ctx.snapshot))
+                if (diagnosis.node_status.get(i) or absent).code == UNSCHEDULABLE
+            ]
+        # Kubernetes walks a Go map here (random order); we use snapshot order.
+        return sorted(i for i, st in diagnosis.node_status.items() if st.code == UNSCHEDULABLE)
+
+    # ---------------------------------------------------------- dry run
+    def select_victims(self, ctx: CycleContext, i: int, victims: list[Pod], run, bound) -> tuple[list[Pod], Status | None]:
+        """``SelectVictimsOnNode`` for node ``i``: (victims high->low importance, failure status)."""
+        snap = ctx.snapshot
+        saved = list(snap.pods_on[i])
+        removed: list[Pod] = []
+        try:
+            for p in victims:
+                snap.remove_pod(p)
+                removed.append(p)
+            st = run(i)
+            if st is not None:
+                return [], st
+            chosen: list[Pod] = []
+            # No PDBs in the simulator: every victim is "non-violating".
+            for p in sorted(victims, key=more_important_key):
+                snap.add_pod(p, i)
+                removed = [q for q in removed if q is not p]
+                if bound.fits(i) and run(i) is None:
+                    continue  # reprieved
+                snap.remove_pod(p)
+                removed.append(p)
+                chosen.append(p)
+            return chosen, None
+        finally:
+            for p in removed:
+                snap.add_pod(p, i)
+            snap.pods_on[i] = saved
+
+    @staticmethod
+    def pick_one(candidates: list[tuple[int, list[Pod]]]) -> int:
+        """``pickOneNodeForPreemption`` with the default score functions; returns a candidate index."""
+
+        def highest_start(victims: list[Pod]) -> int:  # GetEarliestPodStartTime
+            top = max(p.priority for p in victims)
+            return min(p.created for p in victims if p.priority == top)
+
+        funcs = [
+            lambda v: 0,  # -NumPDBViolations: no PDBs
+            lambda v: -v[0].priority,
+            lambda v: -sum(p.priority + MAX_INT32 + 1 for p in v),
+            lambda v: -len(v),
+            highest_start,
+        ]
+        alive = list(range(len(candidates)))
+        for f in funcs:
+            scores = [f(candidates[c][1]) for c in alive]
+            best = max(scores)
+            alive = [c for c, s in zip(alive, scores, strict=True) if s == best]
+            if len(alive) == 1:
+                break
+        return alive[0]
+
+    # ----------------------------------------------------------- the phase
+    def post_filter(self, ctx: CycleContext, diagnosis: Diagnosis) -> PostFilterResult:
+        ok, msg = self.eligible(ctx, diagnosis)
+        if not ok:
+            # A nil PostFilterResult: the pod's nomination stays as it is.
+            return self._result(None, [], Status(UNSCHEDULABLE, ("preemption: " + msg,), self.name), "Noop")
+
+        snap, pod = ctx.snapshot, ctx.pod
+        run = ctx.run_filters or _default_run_filters(ctx)
+        potential = self.potential_nodes(ctx, diagnosis)
+        statuses: dict[int, Status] = {}
+        candidates: list[tuple[int, list[Pod]]] = []
+        errors: list[str] = []
+
+        def evaluate(i: int, victims: list[Pod]) -> None:
+            chosen, st = self.select_victims(ctx, i, victims, run, bound)
+            if st is None and not chosen:
+                st = Status(ERROR, (f'expected at least one victim pod on node "{snap.nodes[i].name}"',))
+            if st is None:
+                candidates.append((i, chosen))
+                return
+            if st.code == ERROR:
+                errors.append(st.message())
+            statuses[i] = st
+
+        if potential:
+            offset = self.offset(len(potential))
+            want = self.num_candidates(len(potential))
+            bound = _ResourceBound(ctx)
+            hopeless: list[tuple[int, list[Pod]]] = []
+            for k in range(len(potential)):
+                i = potential[(offset + k) % len(potential)]
+                victims = [p for p in snap.pods_on[i] if p.priority < pod.priority]
+                if not victims:
+                    statuses[i] = Status(UNRESOLVABLE, (NO_VICTIMS,), self.name)
+                elif not bound.fits(i, victims):
+                    # NodeResourcesFit rejects it even without the victims: not a
+                    # candidate. Its exact status only matters if nothing is found.
+                    hopeless.append((i, victims))
+                else:
+                    evaluate(i, victims)
+                    if len(candidates) >= want:
+                        break
+            if not candidates:
+                for i, victims in hopeless:
+                    evaluate(i, victims)
+
+        if not candidates:
+            if errors:
+                return self._result(None, [], Status(ERROR, ("preemption: " + _aggregate(errors),), self.name), "Noop")
+            from ..scheduler import fit_error_message  # late: the scheduler imports the registry
+
+            inner = Diagnosis(node_status=statuses, absent_status=Status(UNRESOLVABLE, (NOT_HELPFUL,)))
+            text = fit_error_message(len(snap), inner)
+            # Kubernetes returns a PostFilterResult nominating "": it clears the pod's nomination.
+            return self._result(None, [], Status(UNSCHEDULABLE, ("preemption: " + text,), self.name), "Override")
+
+        c = candidates[self.pick_one(candidates)] if len(candidates) > 1 else candidates[0]
+        node, victims = c
+        text = FOUND.format(snap.nodes[node].name, len(victims))
+        return self._result(node, victims, Status(SUCCESS, ("preemption: " + text,), self.name), "Override")
+
+    @staticmethod
+    def _result(node: int | None, victims: list[Pod], status: Status, mode: str) -> PostFilterResult:
+        res = PostFilterResult(nominated_node=node, victims=victims, status=status)
+        # kube-scheduler's NominatingMode: "Override" sets (or, with no node,
+        # clears) the pod's nominatedNodeName; "Noop" leaves it alone.
+        res.nominating_mode = mode  # type: ignore[attr-defined]
+        return res
