@@ -17,11 +17,11 @@ import pandas as pd
 
 from ..deviceplugin.manager import DeviceManager
 from ..errors import GpuLabError
-from ..model.objects import Node, Pod
+from ..model.objects import Node, Pod, stable_uid
 from ..model.quantity import format_quantity
 from ..model.scenario import load_documents, parse_scenario
 from ..sim.explain import Explanation, build_explanation
-from ..sim.profile import load_scheduler_config
+from ..sim.plugins.defaultpreemption import lower_priority_nominated
 from ..sim.scheduler import Attempt, Scheduler
 from ..sim.snapshot import Snapshot
 from .base import Session, Source
@@ -40,6 +40,16 @@ def parse_duration(text: str) -> float:
         raise GpuLabError(f'annotation {DURATION_ANNOTATION}: invalid duration "{text}" (use e.g. 90s, 5m, 1h30m)')
     scale = {"ms": 0.001, "s": 1, "m": 60, "h": 3600}
     return sum(float(n) * scale[u] for n, u in parts)
+
+
+def _advertised_devices(node: Node) -> dict[str, list[str]]:
+    """Device IDs per NVIDIA resource; a plain Node manifest gets stable made-up ones."""
+    devices = {r: list(ids) for r, ids in node.devices.items()}
+    for r, count in node.capacity.items():
+        if r.startswith("nvidia.com/") and r not in devices:
+            prefix = "MIG" if r.startswith("nvidia.com/mig-") else "GPU"
+            devices[r] = [f"{prefix}-{stable_uid(node.name, r, str(i))}" for i in range(count)]
+    return devices
 
 
 @dataclass
@@ -78,8 +88,7 @@ class SimSession(Session):
         self._event_seq = 0
         self.snapshot = Snapshot()
         self.devices: dict[str, DeviceManager] = {}
-        self.scheduler = Scheduler(load_scheduler_config(None), self.snapshot, self.seed,
-                                   self.deterministic, self.record)
+        self.scheduler = Scheduler.from_config(None, self.snapshot, self.seed, self.deterministic, self.record)
 
     # ------------------------------------------------------------- apply
     def apply(self, src: Source) -> list[str]:
@@ -95,9 +104,10 @@ class SimSession(Session):
                 raise GpuLabError(f'pods "{p.name}" already exists (namespace {p.namespace})')
             if p.namespace not in self._namespaces and p.namespace not in sc.namespaces:
                 raise GpuLabError(f'namespaces "{p.namespace}" not found')
-        config = None
+        new_scheduler = None
         if sc.scheduler_config is not None:
-            config = load_scheduler_config(sc.scheduler_config)
+            new_scheduler = Scheduler.from_config(sc.scheduler_config, self.snapshot, self.seed,
+                                                  self.deterministic, self.record)
         for p in sc.pods:
             if p.annotations.get(DURATION_ANNOTATION):
                 parse_duration(p.annotations[DURATION_ANNOTATION])
@@ -107,16 +117,15 @@ class SimSession(Session):
         refs += [f"priorityclass/{k}" for k in sc.priority_classes]
         self._namespaces.update(sc.namespaces)
         refs += [f"namespace/{k}" for k in sc.namespaces]
-        if config is not None:
+        if new_scheduler is not None:
             self._scheduler_config_raw = sc.scheduler_config
-            old = self.scheduler
-            self.scheduler = Scheduler(config, self.snapshot, self.seed, self.deterministic, self.record)
-            self.scheduler.nominated = old.nominated
+            new_scheduler.nominated = self.scheduler.nominated
+            self.scheduler = new_scheduler
             refs.append("kubeschedulerconfiguration")
         if sc.nodes:
             for n in sc.nodes:
                 self._nodes[n.name] = n
-                self.devices[n.name] = DeviceManager({r: list(ids) for r, ids in n.devices.items()})
+                self.devices[n.name] = DeviceManager(_advertised_devices(n))
             self.snapshot.set_nodes(self._nodes.values())
             refs += [f"node/{n.name}" for n in sc.nodes]
         self._created = max([self._created] + [p.created + 1 for p in sc.pods])
@@ -179,10 +188,18 @@ class SimSession(Session):
                 continue
             rec.message = attempt.message
             pf = attempt.post_filter
+            if pf is not None and pf.nominated_node is None and pf.nominating_mode == "Override":
+                self.scheduler.forget_nomination(rec.pod)
+                rec.nominated_node = None
             if pf is not None and pf.nominated_node is not None:
                 node_name = self.snapshot.nodes[pf.nominated_node].name
                 for victim in pf.victims:
                     self._evict(victim, rec.pod)
+                # Lower-priority pods nominated to that node lose their claim (the preemption executor).
+                for other in lower_priority_nominated(self.scheduler.nominated, rec.pod.priority,
+                                                      pf.nominated_node):
+                    self.scheduler.forget_nomination(other)
+                    self._records[other.key].nominated_node = None
                 self.scheduler.nominate(rec.pod, pf.nominated_node)
                 rec.nominated_node = node_name
                 # Deleting pods frees room: everyone waiting gets another try.
@@ -293,7 +310,11 @@ class SimSession(Session):
             })
         cols = ["namespace", "name", "node", "phase", "priority", "gpus", "requests", "devices",
                 "nominated_node", "reason", "message", "start", "end"]
-        return pd.DataFrame(rows, columns=cols)
+        df = pd.DataFrame(rows, columns=cols)
+        # keep None (not NaN) for pods without a node, whatever pandas' string default is
+        for c in ("node", "nominated_node"):
+            df[c] = pd.Series([r[c] for r in rows], dtype=object, index=df.index)
+        return df
 
     def nodes(self) -> pd.DataFrame:
         snap = self.snapshot

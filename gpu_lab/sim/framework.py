@@ -79,6 +79,9 @@ class PostFilterResult:
     nominated_node: int | None = None
     victims: list[Pod] = field(default_factory=list)
     status: Status = field(default_factory=lambda: Status(UNSCHEDULABLE))
+    # "Override": set the pod's nomination to nominated_node (None clears it);
+    # "Noop": leave an earlier nomination as it is.
+    nominating_mode: str = "Noop"
 
 
 class Plugin:

@@ -84,7 +84,7 @@ def _check_plugin(name: str, where: str) -> None:
         )
 
 
-def build_profile(raw: dict[str, Any], global_pct: int) -> Profile:
+def build_profile(raw: dict[str, Any], global_pct: int, handle: Any = None) -> Profile:
     name = raw.get("schedulerName") or DEFAULT_SCHEDULER
     plugins_cfg = raw.get("plugins") or {}
     for phase_cfg in plugins_cfg.values():
@@ -114,7 +114,7 @@ def build_profile(raw: dict[str, Any], global_pct: int) -> Profile:
                 weights[p["name"]] = int(p.get("weight") or 0) or 1
         phases[phase] = names
         used.update(names)
-    instances = {n: REGISTRY[n](args.get(n), None) for n in used}
+    instances = {n: REGISTRY[n](args.get(n), handle) for n in used}
     pct = raw.get("percentageOfNodesToScore")
     return Profile(name, instances, phases, weights, pct, args)
 
@@ -123,7 +123,9 @@ def default_config() -> SchedulerConfig:
     return load_scheduler_config(None)
 
 
-def load_scheduler_config(raw: dict[str, Any] | None) -> SchedulerConfig:
+def load_scheduler_config(raw: dict[str, Any] | None, handle: Any = None) -> SchedulerConfig:
+    """Parse and default a KubeSchedulerConfiguration; ``handle`` is what plugins may ask
+    of the scheduler (its rng, deterministic flag and nominations)."""
     raw = raw or {"apiVersion": API_VERSION, "kind": "KubeSchedulerConfiguration"}
     pct = int(raw.get("percentageOfNodesToScore") or 0)
     if not 0 <= pct <= 100:
@@ -133,7 +135,7 @@ def load_scheduler_config(raw: dict[str, Any] | None) -> SchedulerConfig:
     profiles_raw = raw.get("profiles") or [{}]
     profiles: dict[str, Profile] = {}
     for pr in profiles_raw:
-        prof = build_profile(pr, pct)
+        prof = build_profile(pr, pct, handle)
         if prof.scheduler_name in profiles:
             raise GpuLabError(
                 f'KubeSchedulerConfiguration: profiles[].schedulerName: Duplicate value: "{prof.scheduler_name}"'

@@ -106,6 +106,16 @@ class Scheduler:
         self.next_start_node_index = 0
         self.nominated: dict[str, tuple[Pod, int]] = {}  # pod key -> (pod, node index)
 
+    @classmethod
+    def from_config(cls, raw: dict | None, snapshot: Snapshot, seed: int | None = None,
+                    deterministic: bool = False, record: bool = True) -> Scheduler:
+        """Build the profiles with this scheduler as the plugins' handle (rng, nominations)."""
+        from .profile import load_scheduler_config
+
+        sched = cls(None, snapshot, seed, deterministic, record)  # type: ignore[arg-type]
+        sched.config = load_scheduler_config(raw, handle=sched)
+        return sched
+
     # ----------------------------------------------------------- filtering
     def _context(self, pod: Pod, profile: Profile) -> CycleContext:
         ctx = CycleContext(pod=pod, snapshot=self.snapshot, profile=profile)

@@ -93,7 +93,9 @@ class Snapshot:
         self.index = {n.name: i for i, n in enumerate(ordered)}
         for n in ordered:
             for r in n.allocatable:
-                self.resource_column(r)
+                if r not in self.rindex:  # arrays are rebuilt just below
+                    self.rindex[r] = len(self.resources)
+                    self.resources.append(r)
         self.allocatable = np.zeros((len(ordered), len(self.resources)), dtype=np.int64)
         for i, n in enumerate(ordered):
             for r, v in n.allocatable.items():

@@ -372,5 +372,5 @@ class DefaultPreemption(Plugin):
         res = PostFilterResult(nominated_node=node, victims=victims, status=status)
         # kube-scheduler's NominatingMode: "Override" sets (or, with no node,
         # clears) the pod's nominatedNodeName; "Noop" leaves it alone.
-        res.nominating_mode = mode  # type: ignore[attr-defined]
+        res.nominating_mode = mode
         return res

@@ -92,9 +92,7 @@ class NodeAffinity(Plugin):
                 if self.added_terms is not None and not any(t.matches(node.name, node.labels) for t in self.added_terms):
                     out[i] = False
                     continue
-                if any(node.labels.get(k) != v for k, v in pod.node_selector.items()):
-                    out[i] = False
-                elif terms is not None and not any(t.matches(node.name, node.labels) for t in terms):
+                if any(node.labels.get(k) != v for k, v in pod.node_selector.items()) or terms is not None and not any(t.matches(node.name, node.labels) for t in terms):
                     out[i] = False
             return out
 

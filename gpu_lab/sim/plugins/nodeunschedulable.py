@@ -18,8 +18,15 @@ UNSCHEDULABLE_TAINT = Taint("node.kubernetes.io/unschedulable", "", "NoSchedule"
 class NodeUnschedulable(Plugin):
     name = "NodeUnschedulable"
 
+    def __init__(self, args=None, handle=None):
+        super().__init__(args, handle)
+        self._cordoned, self._version = np.zeros(0, dtype=bool), -1
+
     def filter(self, ctx: CycleContext) -> np.ndarray:
-        cordoned = np.array([n.unschedulable for n in ctx.snapshot.nodes], dtype=bool)
+        if self._version != ctx.snapshot.node_version:
+            self._cordoned = np.array([n.unschedulable for n in ctx.snapshot.nodes], dtype=bool)
+            self._version = ctx.snapshot.node_version
+        cordoned = self._cordoned
         if not cordoned.any() or any(t.tolerates(UNSCHEDULABLE_TAINT) for t in ctx.pod.tolerations):
             return np.ones(len(cordoned), dtype=bool)
         return ~cordoned

@@ -9,16 +9,16 @@ that enables one is refused with a clear error rather than silently ignored.
 from __future__ import annotations
 
 from ..framework import Plugin
+from .defaultpreemption import DefaultPreemption
+from .interpodaffinity import InterPodAffinity
 from .nodeaffinity import NodeAffinity
 from .nodename import NodeName
 from .nodeports import NodePorts
 from .noderesources.balanced_allocation import BalancedAllocation
 from .noderesources.fit import Fit
 from .nodeunschedulable import NodeUnschedulable
-from .tainttoleration import TaintToleration
 from .podtopologyspread import PodTopologySpread
-from .interpodaffinity import InterPodAffinity
-from .defaultpreemption import DefaultPreemption
+from .tainttoleration import TaintToleration
 
 REGISTRY: dict[str, type[Plugin]] = {
     cls.name: cls

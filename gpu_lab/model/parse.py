@@ -1,0 +1,213 @@
+"""Pod manifests into ``Pod`` records, the way the API server admits a pod.
+
+The steps run in the API server's order: the Priority admission plugin
+resolves ``priorityClassName`` (its refusals come first), core/v1 defaults
+fill requests from limits, validation collects every error, and only then is
+the pod converted to the internal units the scheduler reads.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+from typing import Any
+
+from ..errors import GpuLabError, InvalidObject
+from . import validation as v
+from .objects import (
+    DEFAULT_SCHEDULER,
+    ContainerResources,
+    HostPort,
+    Pod,
+    Toleration,
+    compute_pod_requests,
+    stable_uid,
+)
+from .quantity import milli_value, value
+
+# Every cluster has these two classes; the API server creates them at start.
+SYSTEM_PRIORITY_CLASSES: dict[str, dict[str, Any]] = {
+    "system-node-critical": {"value": 2000001000, "preemptionPolicy": "PreemptLowerPriority"},
+    "system-cluster-critical": {"value": 2000000000, "preemptionPolicy": "PreemptLowerPriority"},
+}
+PREEMPT_LOWER = "PreemptLowerPriority"
+# utilrand's alphabet: no vowels (no accidental words), no confusable 0/1/3.
+NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+
+
+class Forbidden(InvalidObject):
+    """An admission plugin's refusal, worded ``pods "x" is forbidden: <reason>``."""
+
+    def __init__(self, resource: str, name: str, reason: str):
+        GpuLabError.__init__(self, f'{resource} "{name}" is forbidden: {reason}' if name
+                             else f"{resource} is forbidden: {reason}")
+        self.kind, self.name, self.errors = resource, name, [reason]
+
+
+def name_suffix(seed: str, length: int = 5) -> str:
+    """A stand-in for the API server's random ``generateName`` suffix, stable per seed."""
+    digest = hashlib.sha256(seed.encode()).digest()
+    return "".join(NAME_ALPHABET[b % len(NAME_ALPHABET)] for b in digest[:length])
+
+
+def parse_pod(raw: dict, *, priority_classes: dict[str, dict] | None = None, created: int = 0) -> Pod:
+    """Admit one ``v1 Pod`` manifest: priority, defaults, validation, conversion."""
+    if not isinstance(raw, dict):
+        raise GpuLabError("Pod: the document must be a mapping")
+    meta = dict(_mapping(raw.get("metadata")))
+    spec = _mapping(raw.get("spec"))
+    if not meta.get("name") and isinstance(meta.get("generateName"), str):
+        meta["name"] = meta["generateName"] + name_suffix(f"{meta.get('namespace')}/{meta['generateName']}/{created}")
+    meta["namespace"] = meta.get("namespace") or "default"
+    name = meta.get("name") if isinstance(meta.get("name"), str) else ""
+
+    class_name, priority, policy = resolve_priority(spec, name, priority_classes or {})
+    spec = pod_defaults(spec)
+    errs = v.validate_object_meta(meta) + v.validate_pod_spec(spec)
+    if not isinstance(raw.get("metadata", {}), dict):
+        errs.insert(0, v.wrong_type("metadata", raw.get("metadata"), "an object"))
+    if not isinstance(raw.get("spec", {}), dict):
+        errs.insert(0, v.wrong_type("spec", raw.get("spec"), "an object"))
+    if errs:
+        raise InvalidObject("Pod", name, v.dedupe(errs))
+
+    ns = meta["namespace"]
+    owner = _controller(meta.get("ownerReferences") or [])
+    pod = Pod(
+        namespace=ns,
+        name=name,
+        uid=stable_uid(ns, name),
+        labels=dict(meta.get("labels") or {}),
+        annotations=dict(meta.get("annotations") or {}),
+        owner_kind=owner.get("kind"),
+        owner_name=owner.get("name"),
+        scheduler_name=spec.get("schedulerName") or DEFAULT_SCHEDULER,
+        priority_class_name=class_name,
+        priority=priority,
+        preemption_policy=policy,
+        node_name=spec.get("nodeName") or "",
+        node_selector=dict(spec.get("nodeSelector") or {}),
+        affinity=copy.deepcopy(spec.get("affinity") or {}),
+        tolerations=[_toleration(t) for t in spec.get("tolerations") or []],
+        topology_spread_constraints=copy.deepcopy(spec.get("topologySpreadConstraints") or []),
+        host_ports=_host_ports(spec),
+        containers=[_container(c) for c in spec.get("containers") or []],
+        init_containers=[_container(c) for c in spec.get("initContainers") or []],
+        overhead=internal_resources(spec.get("overhead")),
+        created=created,
+        raw=raw,
+    )
+    compute_pod_requests(pod)
+    return pod
+
+
+def resolve_priority(spec: dict, pod_name: str, classes: dict[str, dict]) -> tuple[str, int, str]:
+    """The Priority admission plugin: (class name, priority, preemption policy) or ``Forbidden``."""
+    name = spec.get("priorityClassName") or ""
+    if name:
+        pc = classes.get(name) or SYSTEM_PRIORITY_CLASSES.get(name)
+        if pc is None:
+            raise Forbidden("pods", pod_name, f"no PriorityClass with name {name} was found")
+    else:
+        defaults = [(c.get("value", 0), n) for n, c in classes.items() if c.get("globalDefault")]
+        # after a race two defaults may exist; the plugin takes the lowest value
+        pc = classes[min(defaults)[1]] if defaults else {"value": 0}
+        name = min(defaults)[1] if defaults else ""
+    priority, policy = int(pc.get("value", 0)), pc.get("preemptionPolicy") or PREEMPT_LOWER
+    asked = spec.get("priority")
+    if asked is not None and asked != priority:
+        raise Forbidden("pods", pod_name, f"the integer value of priority ({asked}) must not be provided in "
+                        f"pod spec; priority admission controller computed {priority} from the given "
+                        "PriorityClass name")
+    asked = spec.get("preemptionPolicy")
+    if asked is not None and asked != policy:
+        raise Forbidden("pods", pod_name, f"the string value of PreemptionPolicy ({asked}) must not be "
+                        f"provided in pod spec; priority admission controller computed {policy} from the "
+                        "given PriorityClass name")
+    return name, priority, policy
+
+
+def template_defaults(spec: dict) -> dict:
+    """The defaults every PodSpec gets (pod templates too): port protocol TCP."""
+    spec = copy.deepcopy(spec)
+    for c in _containers(spec):
+        for p in _list(c.get("ports")):
+            if isinstance(p, dict) and not p.get("protocol"):
+                p["protocol"] = "TCP"
+    return spec
+
+
+def pod_defaults(spec: dict) -> dict:
+    """``SetDefaults_Pod``: requests default to limits; hostNetwork publishes container ports."""
+    spec = template_defaults(spec)
+    for c in _containers(spec):
+        res = c.get("resources")
+        if (isinstance(res, dict) and isinstance(res.get("limits"), dict)
+                and isinstance(res.get("requests") or {}, dict)):
+            requests = res.get("requests") or {}
+            res["requests"] = {**requests, **{k: q for k, q in res["limits"].items() if k not in requests}}
+        if spec.get("hostNetwork") is True:
+            for p in _list(c.get("ports")):
+                if isinstance(p, dict) and not p.get("hostPort"):
+                    p["hostPort"] = p.get("containerPort")
+    return spec
+
+
+def internal_amount(resource: str, raw: Any) -> int:
+    """cpu in millicores, everything else in whole units (both rounded up, as the scheduler reads)."""
+    q = v.parse(raw)
+    return milli_value(q) if resource == "cpu" else value(q)
+
+
+def internal_resources(resources: dict | None) -> dict[str, int]:
+    return {str(r): internal_amount(str(r), q) for r, q in (resources or {}).items()}
+
+
+def _container(c: dict) -> ContainerResources:
+    res = c.get("resources") or {}
+    requests = internal_resources(res.get("requests"))
+    return ContainerResources(
+        name=str(c.get("name") or ""),
+        requests=requests,
+        limits=internal_resources(res.get("limits")),
+        stated=frozenset(r for r in ("cpu", "memory") if r in requests),
+    )
+
+
+def _host_ports(spec: dict) -> list[HostPort]:
+    """``schedutil.GetHostPorts``: sidecar init containers (restartPolicy Always), then containers."""
+    sidecars = [c for c in _list(spec.get("initContainers")) if c.get("restartPolicy") == "Always"]
+    ports = []
+    for c in sidecars + _list(spec.get("containers")):
+        for p in _list(c.get("ports")):
+            if p.get("hostPort"):
+                ports.append(HostPort(int(p["hostPort"]), p.get("protocol") or "TCP", p.get("hostIP") or "0.0.0.0"))
+    return ports
+
+
+def _toleration(t: dict) -> Toleration:
+    seconds = t.get("tolerationSeconds")
+    return Toleration(key=t.get("key") or "", operator=t.get("operator") or "Equal",
+                      value=str(t.get("value") or ""), effect=t.get("effect") or "",
+                      toleration_seconds=int(seconds) if seconds is not None else None)
+
+
+def _controller(refs: list[dict]) -> dict:
+    """The controlling owner (``metav1.GetControllerOf``); hand-written refs often omit
+    ``controller: true``, so the first reference stands in for it."""
+    for ref in refs:
+        if ref.get("controller") is True:
+            return ref
+    return refs[0] if refs else {}
+
+
+def _mapping(value: Any) -> dict:
+    return value if isinstance(value, dict) else {}
+
+
+def _list(value: Any) -> list:
+    return value if isinstance(value, list) else []
+
+
+def _containers(spec: dict) -> list[dict]:
+    return [c for key in ("containers", "initContainers") for c in _list(spec.get(key)) if isinstance(c, dict)]

@@ -1,0 +1,263 @@
+"""Scenarios: multi-document YAML of Kubernetes objects and gpu-lab NodePools.
+
+``load_documents`` reads YAML (a string, a file, or objects already loaded);
+``parse_scenario`` admits every document the way ``kubectl create`` against
+an API server would, and returns validated records. Nothing is half-applied:
+the first problem raises a one-line ``GpuLabError`` before anything returns.
+
+PriorityClasses are admitted before any pod, whatever the document order, so
+a scenario may list its pods first.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Union
+
+import yaml
+
+from ..errors import GpuLabError, InvalidObject
+from . import validation as v
+from .objects import Node, Pod
+from .parse import SYSTEM_PRIORITY_CLASSES, Forbidden, parse_pod
+from .workloads import WORKLOAD_KINDS, expand_workload
+
+Source = Union[str, Path, dict, list]  # noqa: UP007 (the alias is evaluated at runtime on 3.10)
+
+SCHEDULER_CONFIG = ("kubescheduler.config.k8s.io/v1", "KubeSchedulerConfiguration")
+PRIORITY_CLASS = ("scheduling.k8s.io/v1", "PriorityClass")
+NODE_POOL = ("gpulab.dev/v1alpha1", "NodePool")
+KINDS = {("v1", "Node"), ("v1", "Pod"), ("v1", "Namespace"), SCHEDULER_CONFIG, PRIORITY_CLASS,
+         NODE_POOL} | WORKLOAD_KINDS
+# How the API server names each resource in "already exists" messages.
+RESOURCES = {"Node": "nodes", "Pod": "pods", "Namespace": "namespaces", "NodePool": "nodepools.gpulab.dev",
+             "PriorityClass": "priorityclasses.scheduling.k8s.io", "Deployment": "deployments.apps",
+             "ReplicaSet": "replicasets.apps", "Job": "jobs.batch"}
+HIGHEST_USER_PRIORITY = 1_000_000_000
+SYSTEM_PREFIX = "system-"
+
+
+@dataclass
+class Scenario:
+    nodes: list[Node] = field(default_factory=list)
+    pods: list[Pod] = field(default_factory=list)
+    priority_classes: dict[str, dict] = field(default_factory=dict)  # defined here, defaults filled
+    scheduler_config: dict | None = None  # raw KubeSchedulerConfiguration
+    namespaces: list[str] = field(default_factory=list)  # declared by Namespace documents
+    node_pools: list[dict] = field(default_factory=list)
+    workloads: list[dict] = field(default_factory=list)  # see workloads.expand_workload
+    documents: list[dict] = field(default_factory=list)
+
+
+# ------------------------------------------------------------------ loading
+
+
+def load_documents(src: Source) -> list[dict]:
+    """The documents of a YAML string, a file (``Path`` or path string), a dict or a list of dicts."""
+    if isinstance(src, dict):
+        return _flatten([src], "<dict>")
+    if isinstance(src, list):
+        return _flatten(src, "<list>")
+    if isinstance(src, Path) or (isinstance(src, str) and _looks_like_path(src)):
+        path = Path(src)
+        if not path.is_file():
+            raise GpuLabError(f'the path "{src}" does not exist')
+        return _parse_yaml(path.read_text(), str(src))
+    if isinstance(src, str):
+        return _parse_yaml(src, "<string>")
+    raise GpuLabError(f"cannot read a scenario from {type(src).__name__} (give YAML text, a path, a dict or a list)")
+
+
+def _looks_like_path(text: str) -> bool:
+    if "\n" in text or not text.strip():
+        return False
+    return text.endswith((".yaml", ".yml", ".json")) or Path(text).is_file()
+
+
+def _parse_yaml(text: str, name: str) -> list[dict]:
+    loader = yaml.SafeLoader(text)
+    docs: list[tuple[Any, int]] = []
+    try:
+        while loader.check_node():
+            node = loader.get_node()
+            docs.append((loader.construct_document(node), node.start_mark.line + 1))
+    except yaml.MarkedYAMLError as err:
+        mark = err.problem_mark or err.context_mark
+        where = f" (line {mark.line + 1})" if mark else ""
+        raise GpuLabError(f"error parsing {name}: {err.problem or err.context}{where}") from None
+    except yaml.YAMLError as err:
+        raise GpuLabError(f"error parsing {name}: {err}") from None
+    finally:
+        loader.dispose()
+    out = []
+    for doc, line in docs:
+        if doc is None:
+            continue
+        if not isinstance(doc, dict):
+            raise GpuLabError(f"error parsing {name}: a document must be a mapping, got "
+                              f"{type(doc).__name__} (line {line})")
+        out += _flatten([doc], name)
+    return out
+
+
+def _flatten(docs: list, name: str) -> list[dict]:
+    """Skip empty documents and unpack ``v1 List`` (what ``kubectl get -o yaml`` prints)."""
+    out = []
+    for doc in docs:
+        if doc is None:
+            continue
+        if not isinstance(doc, dict):
+            raise GpuLabError(f"error parsing {name}: a document must be a mapping, got {type(doc).__name__}")
+        if doc.get("apiVersion") == "v1" and doc.get("kind") == "List":
+            out += _flatten(list(doc.get("items") or []), name)
+        else:
+            out.append(doc)
+    return out
+
+
+# ------------------------------------------------------------------ parsing
+
+
+def parse_scenario(docs: list[dict], *, known_priority_classes: dict[str, dict] | None = None,
+                   first_created: int = 0) -> Scenario:
+    """Admit every document; raise on the first object the API server would refuse."""
+    docs = _flatten(list(docs), "<list>")
+    for doc in docs:
+        _check_kind(doc)
+    sc = Scenario(documents=docs)
+    known = dict(known_priority_classes or {})
+    for doc in docs:  # PriorityClasses first: pods resolve them at admission
+        if _gvk(doc) == PRIORITY_CLASS:
+            name, pc = _priority_class(doc, known)
+            known[name] = sc.priority_classes[name] = pc
+    seen: set[tuple[str, str, str]] = set()
+    created = first_created
+    for doc in docs:
+        gvk = _gvk(doc)
+        kind = gvk[1]
+        if gvk == PRIORITY_CLASS:
+            continue
+        if gvk == SCHEDULER_CONFIG:
+            if sc.scheduler_config is not None:
+                raise GpuLabError("KubeSchedulerConfiguration: a scenario holds at most one "
+                                  "(kube-scheduler reads a single --config file)")
+            sc.scheduler_config = copy.deepcopy(doc)
+        elif kind == "Namespace":
+            name = _meta(doc).get("name")
+            errs = v.validate_object_meta(_meta(doc), namespaced=False, name_check=v.is_dns1123_label)
+            if errs:
+                raise InvalidObject("Namespace", name if isinstance(name, str) else "", errs)
+            _claim(seen, "Namespace", "", name)
+            sc.namespaces.append(name)
+        elif kind == "Node":
+            sc.nodes.append(_node(doc, seen))
+        elif kind == "NodePool":
+            from .nodepool import expand_node_pool  # written alongside; imported when first needed
+
+            nodes = expand_node_pool(doc)
+            _claim(seen, "NodePool", "", _meta(doc).get("name"))
+            for n in nodes:
+                _claim(seen, "Node", "", n.name)
+            sc.node_pools.append(doc)
+            sc.nodes += nodes
+        elif kind == "Pod":
+            pod = parse_pod(doc, priority_classes=known, created=created)
+            _claim(seen, "Pod", pod.namespace, pod.name)
+            sc.pods.append(pod)
+            created += 1
+        else:
+            record, pods = expand_workload(doc, priority_classes=known, first_created=created)
+            _claim(seen, kind, record["namespace"], record["name"])
+            if "replicaset" in record:
+                _claim(seen, "ReplicaSet", record["namespace"], record["replicaset"])
+            for p in pods:
+                _claim(seen, "Pod", p.namespace, p.name)
+            record["raw"] = doc
+            sc.workloads.append(record)
+            sc.pods += pods
+            created += len(pods)
+    return sc
+
+
+def load_scenario(src: Source, **kw: Any) -> Scenario:
+    """``parse_scenario(load_documents(src), **kw)``."""
+    return parse_scenario(load_documents(src), **kw)
+
+
+def _gvk(doc: dict) -> tuple[str, str]:
+    return doc.get("apiVersion"), doc.get("kind")
+
+
+def _meta(doc: dict) -> dict:
+    return doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
+
+
+def _check_kind(doc: dict) -> None:
+    """The decoder's and kubectl's refusals, before any object is looked at."""
+    api_version, kind = _gvk(doc)
+    data = json.dumps(doc, sort_keys=True, separators=(",", ":"), default=str)
+    if not kind:
+        raise GpuLabError(f"Object 'Kind' is missing in '{data}'")
+    if not api_version:
+        raise GpuLabError(f"Object 'apiVersion' is missing in '{data}'")
+    if (api_version, kind) not in KINDS:
+        raise GpuLabError(f'no matches for kind "{kind}" in version "{api_version}"')
+
+
+def _claim(seen: set, kind: str, namespace: str, name: Any) -> None:
+    key = (kind, namespace, str(name))
+    if key in seen:
+        raise GpuLabError(f'{RESOURCES[kind]} "{name}" already exists')
+    seen.add(key)
+
+
+def _node(doc: dict, seen: set) -> Node:
+    from .nodepool import node_from_manifest  # shares the NodePool module's label and taint rules
+
+    node = node_from_manifest(doc)
+    _claim(seen, "Node", "", node.name)
+    return node
+
+
+def _priority_class(doc: dict, known: dict[str, dict]) -> tuple[str, dict]:
+    """``ValidatePriorityClass`` plus the Priority admission plugin's single-default rule."""
+    meta = _meta(doc)
+    name = meta.get("name") if isinstance(meta.get("name"), str) else ""
+    errs = v.validate_object_meta(meta, namespaced=False)
+    value = doc.get("value")
+    if value is None:
+        errs.append(v.required("value"))
+    elif isinstance(value, bool) or not isinstance(value, int) or not -(2**31) <= value < 2**31:
+        errs.append(v.invalid("value", value, "must be a 32-bit integer"))
+    elif name.startswith(SYSTEM_PREFIX):
+        system = SYSTEM_PRIORITY_CLASSES.get(name)
+        if system is None:
+            reason = f"{name} is not a known system priority class"
+        elif value != system["value"]:
+            reason = f"value of {name} PriorityClass must be {system['value']}"
+        else:
+            reason = ""  # a valid copy of a built-in class: "already exists" below
+        if reason:
+            errs.append(v.forbidden("metadata.name", f"priority class names with '{SYSTEM_PREFIX}' prefix "
+                                    f"are reserved for system use only. error: {reason}"))
+    elif value > HIGHEST_USER_PRIORITY:
+        errs.append(v.forbidden("value", f"maximum allowed value of a user defined priority is {HIGHEST_USER_PRIORITY}"))
+    policy = doc.get("preemptionPolicy")
+    if policy is not None and policy not in ("PreemptLowerPriority", "Never"):
+        errs.append(v.not_supported("preemptionPolicy", policy, ["PreemptLowerPriority", "Never"]))
+    if errs:
+        raise InvalidObject("PriorityClass.scheduling.k8s.io", name, v.dedupe(errs))
+    if name in known or name in SYSTEM_PRIORITY_CLASSES:
+        raise GpuLabError(f'{RESOURCES["PriorityClass"]} "{name}" already exists')
+    if doc.get("globalDefault") is True:
+        defaults = sorted((c.get("value", 0), n) for n, c in known.items() if c.get("globalDefault"))
+        if defaults:
+            raise Forbidden(RESOURCES["PriorityClass"], name, f"PriorityClass {defaults[0][1]} is already "
+                            "marked as default. Only one default can exist")
+    pc = copy.deepcopy(doc)
+    pc.setdefault("preemptionPolicy", "PreemptLowerPriority")
+    pc["globalDefault"] = doc.get("globalDefault") is True
+    return name, pc

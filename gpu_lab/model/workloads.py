@@ -1,0 +1,226 @@
+"""Deployments, ReplicaSets and Jobs, expanded into the Pods their controllers create.
+
+The API server validates the workload (its own rules plus the pod template's),
+then the controllers create pods with ``generateName``: a Deployment makes a
+ReplicaSet ``<deployment>-<pod-template-hash>``, which makes pods
+``<replicaset>-<5 chars>``; a Job makes ``<job>-<5 chars>`` (``<job>-<index>-<5
+chars>`` when Indexed). Kubernetes draws those characters at random; ours are
+derived from the names, so every run of a scenario shows the same pods.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+from ..errors import InvalidObject
+from . import validation as v
+from .objects import Pod, stable_uid
+from .parse import NAME_ALPHABET, name_suffix, parse_pod, template_defaults
+from .selectors import LabelSelector
+
+POD_TEMPLATE_HASH = "pod-template-hash"
+JOB_NAME = "batch.kubernetes.io/job-name"
+CONTROLLER_UID = "batch.kubernetes.io/controller-uid"
+LEGACY_JOB_NAME = "job-name"
+LEGACY_CONTROLLER_UID = "controller-uid"
+COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
+WORKLOAD_KINDS = {("apps/v1", "Deployment"), ("apps/v1", "ReplicaSet"), ("batch/v1", "Job")}
+_QUALIFIED = {"Deployment": "Deployment.apps", "ReplicaSet": "ReplicaSet.apps", "Job": "Job.batch"}
+
+
+def expand_workload(raw: dict, *, priority_classes: dict[str, dict] | None = None,
+                    first_created: int = 0) -> tuple[dict[str, Any], list[Pod]]:
+    """Validate one workload and return (a summary record, its pods in creation order).
+
+    The record has kind, namespace, name, uid, selector, pods (names) and, per
+    kind: replicas and replicaset/pod_template_hash (Deployment); parallelism,
+    completions, completion_mode and suspend (Job).
+    """
+    kind = raw.get("kind")
+    meta = dict(raw.get("metadata") if isinstance(raw.get("metadata"), dict) else {})
+    meta["namespace"] = meta.get("namespace") or "default"
+    spec = raw.get("spec") if isinstance(raw.get("spec"), dict) else {}
+    name = meta.get("name") if isinstance(meta.get("name"), str) else ""
+    uid = stable_uid(kind, meta["namespace"], name)
+    if kind == "Job":
+        return _job(raw, meta, spec, uid, priority_classes, first_created)
+    return _replicated(raw, meta, spec, uid, priority_classes, first_created)
+
+
+# ------------------------------------------------------- Deployment, ReplicaSet
+
+
+def _replicated(raw, meta, spec, uid, classes, first):
+    kind, name, ns = raw["kind"], meta.get("name") or "", meta["namespace"]
+    replicas = spec.get("replicas", 1)  # apps/v1 defaults replicas to 1
+    template = _template(spec)
+    errs = v.validate_object_meta(meta)
+    errs += _nonnegative(replicas, "spec.replicas")
+    selector = spec.get("selector")
+    errs += _selector_errors(selector, "spec.selector")
+    errs += _selector_matches(selector, template, "spec.template.metadata.labels")
+    errs += _template_errors(template)
+    policy = template["spec"].get("restartPolicy") or "Always"
+    if policy != "Always":
+        errs.append(v.not_supported("spec.template.spec.restartPolicy", policy, ["Always"]))
+    if errs:
+        raise InvalidObject(_QUALIFIED[kind], name, v.dedupe(errs))
+
+    record: dict[str, Any] = {"kind": kind, "namespace": ns, "name": name, "uid": uid,
+                              "replicas": replicas, "selector": copy.deepcopy(selector)}
+    owner = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": name, "uid": uid}
+    if kind == "Deployment":
+        # The Deployment controller names its ReplicaSet after the template's hash
+        # and adds the hash to the ReplicaSet's selector and to every pod's labels.
+        h = pod_template_hash(template)
+        rs = f"{name}-{h}"
+        owner.update(name=rs, uid=stable_uid("ReplicaSet", ns, rs))
+        template["metadata"]["labels"] = {**template["metadata"].get("labels", {}), POD_TEMPLATE_HASH: h}
+        selector = copy.deepcopy(selector)
+        selector.setdefault("matchLabels", {})[POD_TEMPLATE_HASH] = h
+        record.update(replicaset=rs, pod_template_hash=h, selector=selector)
+    prefix = owner["name"]
+    pods = [_pod(template, f"{prefix}-{name_suffix(f'{ns}/{prefix}/{i}')}", ns, owner, classes, first + i)
+            for i in range(replicas)]
+    record["pods"] = [p.name for p in pods]
+    return record, pods
+
+
+def pod_template_hash(template: dict) -> str:
+    """A stable 10-character hash of the pod template, spelled like the controller's.
+
+    The controller hashes the Go struct with FNV-32a and spells the decimal
+    digits with ``rand.SafeEncodeString``; we hash the template's canonical JSON
+    the same way, padded to ten digits so every name has the same shape.
+    """
+    data = json.dumps(template, sort_keys=True, separators=(",", ":"), default=str).encode()
+    h = 0x811C9DC5
+    for byte in data:
+        h = ((h ^ byte) * 0x01000193) & 0xFFFFFFFF
+    return "".join(NAME_ALPHABET[ord(d) % len(NAME_ALPHABET)] for d in f"{h:010d}")
+
+
+# ---------------------------------------------------------------------- Job
+
+
+def _job(raw, meta, spec, uid, classes, first):
+    name, ns = meta.get("name") or "", meta["namespace"]
+    template = _template(spec)
+    parallelism, completions = spec.get("parallelism"), spec.get("completions")
+    if parallelism is None and completions is None:  # batch/v1 defaults: a single pod
+        parallelism = completions = 1
+    parallelism = 1 if parallelism is None else parallelism
+    mode = spec.get("completionMode") or "NonIndexed"
+    manual = spec.get("manualSelector") is True
+
+    errs = v.validate_object_meta(meta)
+    generated = {CONTROLLER_UID: uid, JOB_NAME: name, LEGACY_CONTROLLER_UID: uid, LEGACY_JOB_NAME: name}
+    selector = copy.deepcopy(spec.get("selector"))
+    if not manual:
+        # The API server labels the template and selects on the controller uid.
+        labels = template["metadata"].setdefault("labels", {})
+        for key in (LEGACY_JOB_NAME, JOB_NAME, LEGACY_CONTROLLER_UID, CONTROLLER_UID):
+            labels.setdefault(key, generated[key])
+        selector = selector if isinstance(selector, dict) else {}
+        selector.setdefault("matchLabels", {}).setdefault(CONTROLLER_UID, uid)
+        for key in (LEGACY_CONTROLLER_UID, LEGACY_JOB_NAME, CONTROLLER_UID, JOB_NAME):
+            if labels[key] != generated[key]:
+                errs.append(v.invalid(f"spec.template.metadata.labels[{key}]", labels, f"must be '{generated[key]}'"))
+        if not v.validate_label_selector(selector, "spec.selector") and \
+                not LabelSelector.parse(selector).matches(generated):
+            errs.append(v.invalid("spec.selector", selector, "`selector` not auto-generated"))
+    errs += _nonnegative(parallelism, "spec.parallelism")
+    errs += _nonnegative(completions, "spec.completions", optional=True)
+    if mode not in ("NonIndexed", "Indexed"):
+        errs.append(v.not_supported("spec.completionMode", mode, ["NonIndexed", "Indexed"]))
+    elif mode == "Indexed" and completions is None:
+        errs.append(v.required("spec.completions", "when completion mode is Indexed"))
+    errs += _template_errors(template)
+    policy = template["spec"].get("restartPolicy") or "Always"
+    if policy == "Always":
+        errs.append(v.required("spec.template.spec.restartPolicy", 'valid values: "OnFailure", "Never"'))
+    elif policy not in ("OnFailure", "Never"):
+        errs.append(v.not_supported("spec.template.spec.restartPolicy", policy, ["OnFailure", "Never"]))
+    if selector is None:
+        errs.append(v.required("spec.selector"))
+    else:
+        errs += v.validate_label_selector(selector, "spec.selector")
+        errs += _selector_matches(selector, template, "spec.template.metadata.labels")
+    if errs:
+        raise InvalidObject("Job.batch", name, v.dedupe(errs))
+
+    suspend = spec.get("suspend") is True
+    count = 0 if suspend else min(parallelism, completions) if completions is not None else parallelism
+    owner = {"apiVersion": "batch/v1", "kind": "Job", "name": name, "uid": uid}
+    pods = []
+    for i in range(count):
+        t = copy.deepcopy(template)
+        prefix = name
+        if mode == "Indexed":  # each pod carries its completion index and a stable hostname
+            t["metadata"].setdefault("annotations", {})[COMPLETION_INDEX] = str(i)
+            t["metadata"]["labels"][COMPLETION_INDEX] = str(i)
+            t["spec"].setdefault("hostname", f"{name}-{i}")
+            prefix = f"{name}-{i}"
+        pods.append(_pod(t, f"{prefix}-{name_suffix(f'{ns}/{name}/{i}')}", ns, owner, classes, first + i))
+    record = {"kind": "Job", "namespace": ns, "name": name, "uid": uid, "selector": selector,
+              "parallelism": parallelism, "completions": completions, "completion_mode": mode,
+              "suspend": suspend, "pods": [p.name for p in pods]}
+    return record, pods
+
+
+# ------------------------------------------------------------------ helpers
+
+
+def _template(spec: dict) -> dict:
+    t = spec.get("template") if isinstance(spec.get("template"), dict) else {}
+    meta = copy.deepcopy(t.get("metadata")) if isinstance(t.get("metadata"), dict) else {}
+    pod_spec = t.get("spec") if isinstance(t.get("spec"), dict) else {}
+    return {"metadata": meta, "spec": template_defaults(pod_spec)}
+
+
+def _template_errors(template: dict) -> list[str]:
+    """``ValidatePodTemplateSpec``: template labels and annotations, then the pod spec."""
+    meta = template["metadata"]
+    errs = v.validate_labels(meta.get("labels"), "spec.template.labels")
+    errs += v.validate_annotations(meta.get("annotations"), "spec.template.annotations")
+    return errs + v.validate_pod_spec(template["spec"], "spec.template.spec")
+
+
+def _selector_errors(selector: Any, path: str) -> list[str]:
+    if selector is None:
+        return [v.required(path)]
+    errs = v.validate_label_selector(selector, path)
+    if isinstance(selector, dict) and not selector.get("matchLabels") and not selector.get("matchExpressions"):
+        # the ReplicaSet check reuses the Deployment's wording
+        errs.append(v.invalid(path, selector, "empty selector is invalid for deployment"))
+    if v.validate_label_selector(selector, path):  # LabelSelectorAsSelector fails too
+        errs.append(v.invalid(path, selector, "invalid label selector"))
+    return errs
+
+
+def _selector_matches(selector: Any, template: dict, path: str) -> list[str]:
+    if not isinstance(selector, dict) or v.validate_label_selector(selector, "spec.selector"):
+        return []
+    parsed = LabelSelector.parse(selector)
+    labels = template["metadata"].get("labels")
+    if parsed.empty or parsed.matches(labels if isinstance(labels, dict) else {}):
+        return []
+    return [v.invalid(path, labels, "`selector` does not match template `labels`")]
+
+
+def _nonnegative(n: Any, path: str, optional: bool = False) -> list[str]:
+    if n is None and optional:
+        return []
+    if isinstance(n, bool) or not isinstance(n, int):
+        return [v.wrong_type(path, n, "an integer")]
+    return [v.invalid(path, n, "must be greater than or equal to 0")] if n < 0 else []
+
+
+def _pod(template: dict, name: str, ns: str, owner: dict, classes, created: int) -> Pod:
+    meta = copy.deepcopy(template["metadata"])
+    meta.update(name=name, namespace=ns,
+                ownerReferences=[{**owner, "controller": True, "blockOwnerDeletion": True}])
+    manifest = {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": copy.deepcopy(template["spec"])}
+    return parse_pod(manifest, priority_classes=classes, created=created)

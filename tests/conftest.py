@@ -1,0 +1,5 @@
+import sys
+from pathlib import Path
+
+# Let test modules import the small builders in tests/sim/simkit.py.
+sys.path.insert(0, str(Path(__file__).parent / "sim"))
