@@ -15,7 +15,7 @@ import copy
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Union
+from typing import Any
 
 import yaml
 
@@ -25,7 +25,7 @@ from .objects import Node, Pod
 from .parse import SYSTEM_PRIORITY_CLASSES, Forbidden, parse_pod
 from .workloads import WORKLOAD_KINDS, expand_workload
 
-Source = Union[str, Path, dict, list]  # noqa: UP007 (the alias is evaluated at runtime on 3.10)
+Source = str | Path | dict | list
 
 SCHEDULER_CONFIG = ("kubescheduler.config.k8s.io/v1", "KubeSchedulerConfiguration")
 PRIORITY_CLASS = ("scheduling.k8s.io/v1", "PriorityClass")

@@ -25,14 +25,44 @@ from .quantity import QuantityError, parse_quantity
 
 
 def go_value(value: Any) -> str:
-    """How ``field.Error`` prints a bad value: numbers bare, strings quoted, the rest as JSON."""
+    """How ``field.Error`` prints a bad value: numbers bare, strings quoted, the rest as JSON.
+
+    Go sorts map keys but writes struct fields in declaration order; callers
+    pass structs through ``go_struct`` so both come out as the API server prints them.
+    """
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, (int, float)):
         return str(value)
     if isinstance(value, str):
         return json.dumps(value, ensure_ascii=False)
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    return json.dumps(_sorted_maps(value), separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+class go_struct(dict):  # noqa: N801 (reads as a marker at the call site)
+    """A dict whose key order is a Go struct's field order (kept as given when printed)."""
+
+    def __init__(self, raw: dict, fields: tuple[str, ...], omitempty: tuple[str, ...] = ()):
+        super().__init__((k, raw.get(k, "")) for k in fields
+                         if k not in omitempty or raw.get(k) not in (None, "", [], {}))
+
+
+def _sorted_maps(value: Any) -> Any:
+    if isinstance(value, go_struct):
+        return {k: _sorted_maps(x) for k, x in value.items()}
+    if isinstance(value, dict):
+        return {k: _sorted_maps(value[k]) for k in sorted(value, key=str)}
+    if isinstance(value, list):
+        return [_sorted_maps(x) for x in value]
+    return value
+
+
+def selector_value(sel: dict) -> go_struct:
+    """A ``metav1.LabelSelector`` as the API server prints it."""
+    exprs = [go_struct(e, ("key", "operator", "values"), omitempty=("values",)) if isinstance(e, dict) else e
+             for e in sel.get("matchExpressions") or []]
+    fields = ("matchLabels", "matchExpressions")
+    return go_struct({"matchLabels": sel.get("matchLabels"), "matchExpressions": exprs}, fields, omitempty=fields)
 
 
 def required(path: str, detail: str = "") -> str:
@@ -704,7 +734,10 @@ def validate_owner_references(refs: Any, path: str) -> list[str]:
         if ref.get("controller") is True:
             current = f"{ref.get('kind', '')}/{ref.get('name', '')}"
             if controller:
-                errs.append(invalid(path, refs, "Only one reference can have Controller set to true. "
+                shown = [go_struct(r, ("apiVersion", "kind", "name", "uid", "controller", "blockOwnerDeletion"),
+                                   omitempty=("controller", "blockOwnerDeletion"))
+                         if isinstance(r, dict) else r for r in refs]
+                errs.append(invalid(path, shown, "Only one reference can have Controller set to true. "
                                     f'Found "true" in references for {controller} and {current}'))
             else:
                 controller = current
@@ -735,6 +768,9 @@ def _containers(containers: Any, path: str, *, init: bool) -> list[str]:
     return errs
 
 
+RESTART_POLICIES = ("Always", "OnFailure", "Never")
+
+
 def validate_pod_spec(spec: dict, path: str = "spec") -> list[str]:
     """``ValidatePodSpec`` for the fields gpu-lab reads, in the API server's order."""
     errs = _containers(spec.get("containers"), f"{path}.containers", init=False)
@@ -742,6 +778,9 @@ def validate_pod_spec(spec: dict, path: str = "spec") -> list[str]:
     errs += validate_labels(spec.get("nodeSelector"), f"{path}.nodeSelector")
     errs += validate_affinity(spec.get("affinity"), f"{path}.affinity")
     errs += validate_topology_spread(spec.get("topologySpreadConstraints"), f"{path}.topologySpreadConstraints")
+    policy = spec.get("restartPolicy") or "Always"  # SetDefaults_PodSpec
+    if policy not in RESTART_POLICIES:
+        errs.append(not_supported(f"{path}.restartPolicy", policy, RESTART_POLICIES))
     if spec.get("nodeName"):
         errs += validate_name(str(spec["nodeName"]), f"{path}.nodeName")
     errs += validate_tolerations(spec.get("tolerations"), f"{path}.tolerations")

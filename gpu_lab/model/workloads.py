@@ -130,7 +130,7 @@ def _job(raw, meta, spec, uid, classes, first):
                 errs.append(v.invalid(f"spec.template.metadata.labels[{key}]", labels, f"must be '{generated[key]}'"))
         if not v.validate_label_selector(selector, "spec.selector") and \
                 not LabelSelector.parse(selector).matches(generated):
-            errs.append(v.invalid("spec.selector", selector, "`selector` not auto-generated"))
+            errs.append(v.invalid("spec.selector", v.selector_value(selector), "`selector` not auto-generated"))
     errs += _nonnegative(parallelism, "spec.parallelism")
     errs += _nonnegative(completions, "spec.completions", optional=True)
     if mode not in ("NonIndexed", "Indexed"):
@@ -194,14 +194,16 @@ def _selector_errors(selector: Any, path: str) -> list[str]:
     errs = v.validate_label_selector(selector, path)
     if isinstance(selector, dict) and not selector.get("matchLabels") and not selector.get("matchExpressions"):
         # the ReplicaSet check reuses the Deployment's wording
-        errs.append(v.invalid(path, selector, "empty selector is invalid for deployment"))
+        errs.append(v.invalid(path, v.selector_value(selector), "empty selector is invalid for deployment"))
     if v.validate_label_selector(selector, path):  # LabelSelectorAsSelector fails too
-        errs.append(v.invalid(path, selector, "invalid label selector"))
+        errs.append(v.invalid(path, v.selector_value(selector), "invalid label selector"))
     return errs
 
 
 def _selector_matches(selector: Any, template: dict, path: str) -> list[str]:
-    if not isinstance(selector, dict) or v.validate_label_selector(selector, "spec.selector"):
+    """The selector must select the template's pods; a missing selector selects nothing."""
+    if selector is not None and (not isinstance(selector, dict)
+                                 or v.validate_label_selector(selector, "spec.selector")):
         return []
     parsed = LabelSelector.parse(selector)
     labels = template["metadata"].get("labels")
