@@ -56,9 +56,9 @@ def parse_pod(raw: dict, *, priority_classes: dict[str, dict] | None = None, cre
         raise GpuLabError("Pod: the document must be a mapping")
     meta = dict(_mapping(raw.get("metadata")))
     spec = _mapping(raw.get("spec"))
-    if not meta.get("name") and isinstance(meta.get("generateName"), str):
-        meta["name"] = meta["generateName"] + name_suffix(f"{meta.get('namespace')}/{meta['generateName']}/{created}")
     meta["namespace"] = meta.get("namespace") or "default"
+    if not meta.get("name") and isinstance(meta.get("generateName"), str):
+        meta["name"] = meta["generateName"] + name_suffix(f"{meta['namespace']}/{meta['generateName']}/{created}")
     name = meta.get("name") if isinstance(meta.get("name"), str) else ""
 
     class_name, priority, policy = resolve_priority(spec, name, priority_classes or {})

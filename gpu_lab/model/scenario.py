@@ -74,7 +74,12 @@ def load_documents(src: Source) -> list[dict]:
 def _looks_like_path(text: str) -> bool:
     if "\n" in text or not text.strip():
         return False
-    return text.endswith((".yaml", ".yml", ".json")) or Path(text).is_file()
+    if text.endswith((".yaml", ".yml", ".json")):
+        return True
+    try:
+        return Path(text).is_file()
+    except OSError:  # e.g. a one-line manifest longer than a file name may be
+        return False
 
 
 def _parse_yaml(text: str, name: str) -> list[dict]:

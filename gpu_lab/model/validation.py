@@ -573,6 +573,10 @@ def validate_tolerations(tolerations: Any, path: str) -> list[str]:
         if not isinstance(t, dict):
             errs.append(wrong_type(at, t, "a toleration (key, operator, value, effect)"))
             continue
+        for name in ("key", "value", "operator", "effect"):
+            if t.get(name) is not None and not isinstance(t[name], str):
+                # value: true is a YAML boolean; the API server only takes strings here
+                errs.append(wrong_type(f"{at}.{name}", t[name], "a string (quote it in YAML)"))
         key, op = str(t.get("key") or ""), t.get("operator") or ""
         value, effect = str(t.get("value") or ""), t.get("effect") or ""
         if key:
@@ -705,10 +709,8 @@ def validate_object_meta(meta: dict, path: str = "metadata", *, namespaced: bool
     else:
         errs += validate_name(name, f"{path}.name", name_check)
     ns = meta.get("namespace")
-    if namespaced and ns:
+    if namespaced and ns:  # cluster-scoped objects: the API server clears the namespace
         errs += validate_name(str(ns), f"{path}.namespace", is_dns1123_label)
-    elif not namespaced and ns:
-        errs.append(forbidden(f"{path}.namespace", "not allowed on this type"))
     errs += validate_labels(meta.get("labels"), f"{path}.labels")
     errs += validate_annotations(meta.get("annotations"), f"{path}.annotations")
     errs += validate_owner_references(meta.get("ownerReferences"), f"{path}.ownerReferences")

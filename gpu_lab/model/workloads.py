@@ -14,7 +14,7 @@ import copy
 import json
 from typing import Any
 
-from ..errors import InvalidObject
+from ..errors import GpuLabError, InvalidObject
 from . import validation as v
 from .objects import Pod, stable_uid
 from .parse import NAME_ALPHABET, name_suffix, parse_pod, template_defaults
@@ -39,6 +39,8 @@ def expand_workload(raw: dict, *, priority_classes: dict[str, dict] | None = Non
     completions, completion_mode and suspend (Job).
     """
     kind = raw.get("kind")
+    if (raw.get("apiVersion"), kind) not in WORKLOAD_KINDS:
+        raise GpuLabError(f'no matches for kind "{kind}" in version "{raw.get("apiVersion")}"')
     meta = dict(raw.get("metadata") if isinstance(raw.get("metadata"), dict) else {})
     meta["namespace"] = meta.get("namespace") or "default"
     spec = raw.get("spec") if isinstance(raw.get("spec"), dict) else {}
