@@ -56,7 +56,7 @@ def expand_workload(raw: dict, *, priority_classes: dict[str, dict] | None = Non
 
 def _replicated(raw, meta, spec, uid, classes, first):
     kind, name, ns = raw["kind"], meta.get("name") or "", meta["namespace"]
-    replicas = spec.get("replicas", 1)  # apps/v1 defaults replicas to 1
+    replicas = 1 if spec.get("replicas") is None else spec["replicas"]  # the apps/v1 default
     template = _template(spec)
     errs = v.validate_object_meta(meta)
     errs += _nonnegative(replicas, "spec.replicas")
