@@ -12,7 +12,8 @@ class GpuLabError(Exception):
     """Bad input or an impossible request; ``str(err)`` is one line."""
 
     def __init__(self, message: str):
-        super().__init__(" ".join(str(message).split()))
+        # One line for the CLI, but spacing inside the line stays as Kubernetes prints it.
+        super().__init__(" ".join(str(message).splitlines()))
 
 
 class InvalidObject(GpuLabError):
@@ -20,4 +21,6 @@ class InvalidObject(GpuLabError):
 
     def __init__(self, kind: str, name: str, errors: list[str]):
         self.kind, self.name, self.errors = kind, name, list(errors)
-        super().__init__(f'{kind} "{name}" is invalid: ' + ", ".join(self.errors))
+        # The API server's aggregate: one error bare, several in brackets.
+        detail = self.errors[0] if len(self.errors) == 1 else "[" + ", ".join(self.errors) + "]"
+        super().__init__(f'{kind} "{name}" is invalid: {detail}')

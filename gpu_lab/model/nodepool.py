@@ -263,9 +263,13 @@ def node_from_manifest(raw: dict[str, Any]) -> Node:
         allocatable = _resources(status.get("allocatable"), "status.allocatable", fail)
     capacity.setdefault("pods", DEFAULT_PODS)
     allocatable.setdefault("pods", DEFAULT_PODS)
+    labels = _labels(meta.get("labels"), "metadata.labels", fail)
+    # The kubelet always sets these; spreading and anti-affinity by hostname rely on it.
+    labels.setdefault("kubernetes.io/hostname", str(name))
+    labels.setdefault("kubernetes.io/os", "linux")
     return Node(
         name=str(name),
-        labels=_labels(meta.get("labels"), "metadata.labels", fail),
+        labels=labels,
         annotations=dict(annotations),
         taints=_taints(spec.get("taints"), "spec.taints", fail),
         unschedulable=unschedulable,

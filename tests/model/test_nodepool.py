@@ -280,7 +280,8 @@ status:
 def test_node_from_manifest():
     n = node_from_manifest(NODE)
     assert n.name == "n1"
-    assert n.labels == {"nvidia.com/gpu.product": "Tesla-T4", "kubernetes.io/hostname": "n1"}
+    assert n.labels == {"nvidia.com/gpu.product": "Tesla-T4", "kubernetes.io/hostname": "n1",
+                        "kubernetes.io/os": "linux"}
     assert n.annotations == {"note": "hand-written"}
     assert n.unschedulable is True
     assert n.taints == [Taint("dedicated", "ml", "NoExecute")]
@@ -310,7 +311,9 @@ def test_manifest_allocatable_and_rounding():
 def test_minimal_manifest():
     n = node_from_manifest({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "bare"}})
     assert n.capacity == n.allocatable == {"pods": 110}
-    assert n.labels == {} and n.taints == [] and not n.unschedulable
+    # the labels every kubelet sets, nothing else
+    assert n.labels == {"kubernetes.io/hostname": "bare", "kubernetes.io/os": "linux"}
+    assert n.taints == [] and not n.unschedulable
 
 
 def manifest_error(**status) -> str:

@@ -60,9 +60,9 @@ spec:
 CASES = [
     ("fractional GPU (limit defaults the request, both are checked)",
      pod("{limits: {nvidia.com/gpu: 0.5}}"),
-     'Pod "p" is invalid: spec.containers[0].resources.limits[nvidia.com/gpu]: Invalid value: "500m": '
+     'Pod "p" is invalid: [spec.containers[0].resources.limits[nvidia.com/gpu]: Invalid value: "500m": '
      'must be an integer, spec.containers[0].resources.requests[nvidia.com/gpu]: Invalid value: "500m": '
-     "must be an integer"),
+     "must be an integer]"),
     ("GPU request differs from limit",
      pod("{requests: {nvidia.com/gpu: 1}, limits: {nvidia.com/gpu: 2}}"),
      'Pod "p" is invalid: spec.containers[0].resources.requests: Invalid value: "1": must be equal to '
@@ -89,11 +89,11 @@ CASES = [
      "equal to memory limit of 1Gi"),
     ("resource name without a domain",
      pod("{limits: {gpu: 1}}"),
-     'Pod "p" is invalid: spec.containers[0].resources.limits[gpu]: Invalid value: "gpu": must be a standard '
+     'Pod "p" is invalid: [spec.containers[0].resources.limits[gpu]: Invalid value: "gpu": must be a standard '
      'resource type or fully qualified, spec.containers[0].resources.limits[gpu]: Invalid value: "gpu": must '
      'be a standard resource for containers, spec.containers[0].resources.requests[gpu]: Invalid value: "gpu": '
      'must be a standard resource type or fully qualified, spec.containers[0].resources.requests[gpu]: Invalid '
-     'value: "gpu": must be a standard resource for containers'),
+     'value: "gpu": must be a standard resource for containers]'),
     ("bad pod name", pod(name="Bad_Name"), f'Pod "Bad_Name" is invalid: metadata.name: Invalid value: "Bad_Name": {SUBDOMAIN}'),
     ("missing pod name",
      "apiVersion: v1\nkind: Pod\nmetadata: {}\nspec: {containers: [{name: c, image: x}]}\n",
@@ -107,30 +107,30 @@ CASES = [
      "`operator` is 'Exists'"),
     ("toleration with an unknown operator and effect",
      pod(extra="  tolerations: [{key: gpu, operator: In, effect: NoRun}]"),
-     'Pod "p" is invalid: spec.tolerations[0].operator: Unsupported value: "In": supported values: "Equal", '
+     'Pod "p" is invalid: [spec.tolerations[0].operator: Unsupported value: "In": supported values: "Equal", '
      '"Exists", spec.tolerations[0].effect: Unsupported value: "NoRun": supported values: "NoSchedule", '
-     '"PreferNoSchedule", "NoExecute"'),
+     '"PreferNoSchedule", "NoExecute"]'),
     ("toleration without a key must use Exists",
      pod(extra="  tolerations: [{effect: NoSchedule}]"),
      'Pod "p" is invalid: spec.tolerations[0].operator: Invalid value: "": operator must be Exists when '
      '`key` is empty, which means "match all values and all keys"'),
     ("topology spread constraint",
      pod(extra="  topologySpreadConstraints: [{maxSkew: 0, whenUnsatisfiable: Always}]"),
-     'Pod "p" is invalid: spec.topologySpreadConstraints[0].maxSkew: Invalid value: 0: must be greater than '
+     'Pod "p" is invalid: [spec.topologySpreadConstraints[0].maxSkew: Invalid value: 0: must be greater than '
      "zero, spec.topologySpreadConstraints[0].topologyKey: Required value: can not be empty, "
      'spec.topologySpreadConstraints[0].whenUnsatisfiable: Unsupported value: "Always": supported values: '
-     '"DoNotSchedule", "ScheduleAnyway"'),
+     '"DoNotSchedule", "ScheduleAnyway"]'),
     ("pod anti-affinity without a topologyKey",
      pod(extra="  affinity: {podAntiAffinity: {requiredDuringSchedulingIgnoredDuringExecution: "
                "[{labelSelector: {matchLabels: {app: x}}}]}}"),
-     'Pod "p" is invalid: spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[0]'
+     'Pod "p" is invalid: [spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[0]'
      ".topologyKey: Required value: can not be empty, spec.affinity.podAntiAffinity."
      'requiredDuringSchedulingIgnoredDuringExecution[0].topologyKey: Invalid value: "": name part must be '
      "non-empty, spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[0].topologyKey: "
      "Invalid value: \"\": name part must consist of alphanumeric characters, '-', '_' or '.', and must start "
-     # Go writes "'MyName',  or" with two spaces; GpuLabError folds whitespace runs to one
-     "and end with an alphanumeric character (e.g. 'MyName', or 'my.name', or '123-abc', regex used for "
-     "validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')"),
+     # Go writes "'MyName',  or" with two spaces, and so do we
+     "and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for "
+     "validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')]"),
     ("node affinity In without values",
      pod(extra="  affinity: {nodeAffinity: {requiredDuringSchedulingIgnoredDuringExecution: "
                "{nodeSelectorTerms: [{matchExpressions: [{key: zone, operator: In}]}]}}}"),
