@@ -66,6 +66,7 @@ class PodRecord:
     end_time: float | None = None
     attempts: int = 0
     attempt: Attempt | None = None
+    unschedulable_plugins: set[str] = field(default_factory=set)
 
 
 class SimSession(Session):
@@ -168,6 +169,7 @@ class SimSession(Session):
         active = [(-r.pod.priority, r.pod.created, r.pod.key) for r in self._pending()]
         heapq.heapify(active)
         unschedulable: list[PodRecord] = []
+        waiting_on_pods: list[PodRecord] = []
         budget = 20 * (len(active) + 10)
         while active and budget > 0:
             budget -= 1
@@ -180,13 +182,14 @@ class SimSession(Session):
             rec.attempt = attempt if self.record else None
             if attempt.node is not None:
                 self._bind(rec, attempt.node)
-                woken = [u for u in unschedulable if u.attempt is None or u.attempt.diagnosis is None
-                         or u.attempt.diagnosis.unschedulable_plugins & _POD_ADDED_HELPS]
-                for u in woken:
-                    unschedulable.remove(u)
-                    heapq.heappush(active, (-u.pod.priority, u.pod.created, u.pod.key))
+                if waiting_on_pods:  # only affinity/spread failures can be helped by a new pod
+                    for u in waiting_on_pods:
+                        unschedulable.remove(u)
+                        heapq.heappush(active, (-u.pod.priority, u.pod.created, u.pod.key))
+                    waiting_on_pods = []
                 continue
             rec.message = attempt.message
+            rec.unschedulable_plugins = set(attempt.diagnosis.unschedulable_plugins) if attempt.diagnosis else set()
             pf = attempt.post_filter
             if pf is not None and pf.nominated_node is None and pf.nominating_mode == "Override":
                 self.scheduler.forget_nomination(rec.pod)
@@ -205,10 +208,12 @@ class SimSession(Session):
                 # Deleting pods frees room: everyone waiting gets another try.
                 for u in unschedulable:
                     heapq.heappush(active, (-u.pod.priority, u.pod.created, u.pod.key))
-                unschedulable = []
+                unschedulable, waiting_on_pods = [], []
                 heapq.heappush(active, (-rec.pod.priority, rec.pod.created, rec.pod.key))
             else:
                 unschedulable.append(rec)
+                if rec.unschedulable_plugins & _POD_ADDED_HELPS:
+                    waiting_on_pods.append(rec)
 
     def _bind(self, rec: PodRecord, node: str) -> None:
         i = self.snapshot.index[node]

@@ -110,6 +110,10 @@ class Plugin:
         """Called when no node fits; preemption lives here."""
         raise NotImplementedError
 
+    def filter_statuses(self, ctx: CycleContext, idx: np.ndarray) -> list[Status]:
+        """Statuses for many rejected nodes at once; plugins may vectorise this."""
+        return [self.filter_status(ctx, int(i)) for i in idx]
+
     def pre_score(self, ctx: CycleContext, feasible: np.ndarray) -> Status | None:
         """Return ``Status(SKIP)`` to skip Score for this pod."""
         return None

@@ -10,6 +10,7 @@ deterministic mode, by the lowest node name.
 from __future__ import annotations
 
 import random
+from collections import Counter
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -48,9 +49,10 @@ def fit_error_message(num_all_nodes: int, diagnosis: Diagnosis) -> str:
         msg += f" {diagnosis.pre_filter_msg}."
     else:
         counts: dict[str, int] = {}
-        for st in diagnosis.node_status.values():
+        # Statuses are shared between nodes with the same verdict: count each once.
+        for st, times in Counter(diagnosis.node_status.values()).items():
             for r in st.reasons:
-                counts[r] = counts.get(r, 0) + 1
+                counts[r] = counts.get(r, 0) + times
         absent = num_all_nodes - len(diagnosis.node_status)
         if absent > 0 and diagnosis.absent_status is not None:
             for r in diagnosis.absent_status.reasons:
@@ -221,15 +223,18 @@ class Scheduler:
         self.next_start_node_index = (self.next_start_node_index + processed) % n
         attempt.evaluated, attempt.feasible = evaluated, feasible
 
-        for i in evaluated[~in_order[:processed]]:
-            i = int(i)
-            for pl, m in zip(plugins, masks):
-                if not m[i]:
-                    st = pl.filter_status(ctx, i)
+        rejected = evaluated[~in_order[:processed]]
+        if len(rejected):
+            # The first plugin that rejects a node is the one kube-scheduler reports.
+            first = np.argmax(~np.vstack([m[rejected] for m in masks]), axis=0)
+            for k, pl in enumerate(plugins):
+                idx = rejected[first == k]
+                if not len(idx):
+                    continue
+                diagnosis.unschedulable_plugins.add(pl.name)
+                for i, st in zip(idx.tolist(), pl.filter_statuses(ctx, idx)):
                     attempt.failed_by[i] = st
                     diagnosis.node_status[i] = st
-                    diagnosis.unschedulable_plugins.add(pl.name)
-                    break
 
         if len(feasible) == 0:
             return self._fail(ctx, attempt, n)

@@ -18,6 +18,7 @@ from ..model.selectors import LabelSelector
 ZONE_LABELS = ("topology.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/zone")
 REGION_LABELS = ("topology.kubernetes.io/region", "failure-domain.beta.kubernetes.io/region")
 BASE_RESOURCES = ("cpu", "memory", "ephemeral-storage", "pods")
+NO_PODS_PRIORITY = 2**62
 
 
 def zone_key(labels: dict[str, str]) -> str:
@@ -56,6 +57,8 @@ class Snapshot:
         self.requested = np.zeros((0, len(self.resources)), dtype=np.int64)
         self.nonzero = np.zeros((0, 2), dtype=np.int64)  # cpu, memory with scoring defaults
         self.pods_on: list[list[Pod]] = []
+        self.min_priority = np.zeros(0, dtype=np.int64)  # lowest pod priority per node: who could be preempted
+        self._names: list[str] = []
         self.pod_node: dict[str, int] = {}  # pod key -> node index
         # Bumped when node objects change (labels, taints, allocatable): static
         # filter results cached per pod shape are only valid within one version.
@@ -71,7 +74,7 @@ class Snapshot:
 
     @property
     def names(self) -> list[str]:
-        return [n.name for n in self.nodes]
+        return self._names
 
     def resource_column(self, name: str) -> int:
         """Column of a resource, added (zero everywhere) on first sight."""
@@ -103,6 +106,8 @@ class Snapshot:
         self.requested = np.zeros_like(self.allocatable)
         self.nonzero = np.zeros((len(ordered), 2), dtype=np.int64)
         self.pods_on = [[] for _ in ordered]
+        self.min_priority = np.full(len(ordered), NO_PODS_PRIORITY, dtype=np.int64)
+        self._names = [n.name for n in ordered]
         self.pod_node = {}
         self._counters.clear()
         self.touch_nodes()
@@ -147,6 +152,7 @@ class Snapshot:
         self.nonzero[i, 0] += pod.nonzero_cpu
         self.nonzero[i, 1] += pod.nonzero_memory
         self.pods_on[i].append(pod)
+        self.min_priority[i] = min(self.min_priority[i], pod.priority)
         self.pod_node[pod.key] = i
         self._count(pod, i, +1)
         self.version += 1
@@ -158,6 +164,7 @@ class Snapshot:
         self.nonzero[i, 0] -= pod.nonzero_cpu
         self.nonzero[i, 1] -= pod.nonzero_memory
         self.pods_on[i] = [p for p in self.pods_on[i] if p.key != pod.key]
+        self.min_priority[i] = min((p.priority for p in self.pods_on[i]), default=NO_PODS_PRIORITY)
         self._count(pod, i, -1)
         self.version += 1
         return i

@@ -335,12 +335,18 @@ class DefaultPreemption(Plugin):
             want = self.num_candidates(len(potential))
             bound = _ResourceBound(ctx)
             hopeless: list[tuple[int, list[Pod]]] = []
+            # Nodes holding no lower-priority pod cannot be helped; decide them in one go.
+            has_victims = snap.min_priority[np.asarray(potential, dtype=np.int64)] < pod.priority
+            no_victims = Status(UNRESOLVABLE, (NO_VICTIMS,), self.name)
+            for i, has in zip(potential, has_victims.tolist()):
+                if not has:
+                    statuses[i] = no_victims
             for k in range(len(potential)):
                 i = potential[(offset + k) % len(potential)]
+                if not has_victims[(offset + k) % len(potential)]:
+                    continue
                 victims = [p for p in snap.pods_on[i] if p.priority < pod.priority]
-                if not victims:
-                    statuses[i] = Status(UNRESOLVABLE, (NO_VICTIMS,), self.name)
-                elif not bound.fits(i, victims):
+                if not bound.fits(i, victims):
                     # NodeResourcesFit rejects it even without the victims: not a
                     # candidate. Its exact status only matters if nothing is found.
                     hopeless.append((i, victims))

@@ -104,6 +104,11 @@ class NodeAffinity(Plugin):
             return Status(UNRESOLVABLE, ("node(s) didn't match scheduler-enforced node affinity",), self.name)
         return Status(UNRESOLVABLE, (ERR_REASON_POD,), self.name)
 
+    def filter_statuses(self, ctx: CycleContext, idx: np.ndarray) -> list[Status]:
+        if self.added_terms is not None:
+            return [self.filter_status(ctx, int(i)) for i in idx]
+        return [Status(UNRESOLVABLE, (ERR_REASON_POD,), self.name)] * len(idx)
+
     # ------------------------------------------------------------- score
     def pre_score(self, ctx: CycleContext, feasible: np.ndarray) -> Status | None:
         preferred = _node_affinity(ctx.pod).get("preferredDuringSchedulingIgnoredDuringExecution")

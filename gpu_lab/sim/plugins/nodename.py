@@ -25,3 +25,6 @@ class NodeName(Plugin):
 
     def filter_status(self, ctx: CycleContext, i: int) -> Status:
         return Status(UNRESOLVABLE, (ERR_REASON,), self.name)
+
+    def filter_statuses(self, ctx: CycleContext, idx: np.ndarray) -> list[Status]:
+        return [self.filter_status(ctx, 0)] * len(idx)

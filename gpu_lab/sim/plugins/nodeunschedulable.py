@@ -33,3 +33,6 @@ class NodeUnschedulable(Plugin):
 
     def filter_status(self, ctx: CycleContext, i: int) -> Status:
         return Status(UNRESOLVABLE, (ERR_REASON_UNSCHEDULABLE,), self.name)
+
+    def filter_statuses(self, ctx: CycleContext, idx: np.ndarray) -> list[Status]:
+        return [self.filter_status(ctx, 0)] * len(idx)

@@ -62,6 +62,9 @@ class TaintToleration(Plugin):
     def filter_status(self, ctx: CycleContext, i: int) -> Status:
         return Status(UNRESOLVABLE, (ERR_REASON,), self.name)
 
+    def filter_statuses(self, ctx: CycleContext, idx: np.ndarray) -> list[Status]:
+        return [self.filter_status(ctx, 0)] * len(idx)
+
     def score(self, ctx: CycleContext, feasible: np.ndarray) -> np.ndarray:
         # Only tolerations with effect PreferNoSchedule or empty count here.
         tols = [t for t in ctx.pod.tolerations if t.effect in ("", "PreferNoSchedule")]

@@ -117,6 +117,35 @@ class Fit(Plugin):
                 unresolvable |= v > alloc[col]
         return Status(UNRESOLVABLE if unresolvable else UNSCHEDULABLE, tuple(reasons), self.name)
 
+    def filter_statuses(self, ctx: CycleContext, idx: np.ndarray) -> list[Status]:
+        """Vectorised ``filter_status``: nodes with the same shortfalls share one Status."""
+        snap = ctx.snapshot
+        req = self._requested(ctx)[idx]
+        alloc = snap.allocatable[idx]
+        pods_col = snap.rindex["pods"]
+        checked = self._checked(ctx)
+        short = [req[:, pods_col] + 1 > alloc[:, pods_col]]
+        beyond = [np.zeros(len(idx), dtype=bool)]
+        for _, col, v in checked:
+            short.append(v > alloc[:, col] - req[:, col])
+            beyond.append(v > alloc[:, col])
+        bits = np.zeros(len(idx), dtype=np.int64)
+        for k, (s, b) in enumerate(zip(short, beyond)):
+            bits |= s.astype(np.int64) << (2 * k)
+            bits |= (s & b).astype(np.int64) << (2 * k + 1)
+        names = ["Too many pods"] + [f"Insufficient {name}" for name, _, _ in checked]
+        cache: dict[int, Status] = {}
+        out = []
+        for b in bits.tolist():
+            st = cache.get(b)
+            if st is None:
+                reasons = tuple(n for k, n in enumerate(names) if b >> (2 * k) & 1)
+                unresolvable = any(b >> (2 * k + 1) & 1 for k in range(len(names)))
+                st = Status(UNRESOLVABLE if unresolvable else UNSCHEDULABLE, reasons, self.name)
+                cache[b] = st
+            out.append(st)
+        return out
+
     # ----------------------------------------------------------------- score
     def score(self, ctx: CycleContext, feasible: np.ndarray) -> np.ndarray:
         specs, allocs, _, withs = node_columns(ctx.snapshot, ctx.pod, self.resources, feasible, use_requested=False)
