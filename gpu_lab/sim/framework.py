@@ -125,6 +125,13 @@ class Plugin:
     def normalize_score(self, ctx: CycleContext, scores: np.ndarray) -> np.ndarray:
         return scores
 
+    def score_key(self, pod: Pod) -> Any:
+        """For node-local scores: a key such that pods with equal keys score every node
+        the same, and a node's score changes only when pods on that node change. The
+        scheduler then keeps raw scores per key and recomputes only the changed nodes.
+        None (the default) means: always compute."""
+        return None
+
     @classmethod
     def implements(cls, phase: str) -> bool:
         own = getattr(cls, phase, None)

@@ -50,8 +50,9 @@ def fit_error_message(num_all_nodes: int, diagnosis: Diagnosis) -> str:
     else:
         counts: dict[str, int] = {}
         # Statuses are shared between nodes with the same verdict: count each once.
-        for st, times in Counter(diagnosis.node_status.values()).items():
-            for r in st.reasons:
+        by_id = {id(st): st for st in diagnosis.node_status.values()}
+        for sid, times in Counter(map(id, diagnosis.node_status.values())).items():
+            for r in by_id[sid].reasons:
                 counts[r] = counts.get(r, 0) + times
         absent = num_all_nodes - len(diagnosis.node_status)
         if absent > 0 and diagnosis.absent_status is not None:
@@ -107,6 +108,7 @@ class Scheduler:
         self.deterministic = deterministic
         self.next_start_node_index = 0
         self.nominated: dict[str, tuple[Pod, int]] = {}  # pod key -> (pod, node index)
+        self._score_cache: dict[tuple, tuple[np.ndarray, np.ndarray, int]] = {}
 
     @classmethod
     def from_config(cls, raw: dict | None, snapshot: Snapshot, seed: int | None = None,
@@ -260,12 +262,33 @@ class Scheduler:
             if st is not None and st.code == SKIP:
                 attempt.skipped_score_plugins.append(pl.name)
                 continue
-            raw = np.asarray(pl.score(ctx, feasible), dtype=np.int64)
+            raw = self._raw_scores(ctx, pl, feasible)
             norm = np.asarray(pl.normalize_score(ctx, raw.copy()), dtype=np.int64)
             w = profile.weights.get(pl.name, 1)
             attempt.scores[pl.name] = PluginScores(raw, norm, w)
             total += norm * w
         return total
+
+    def _raw_scores(self, ctx: CycleContext, pl, feasible: np.ndarray) -> np.ndarray:
+        """Raw scores, reusing node-local results of earlier pods with the same score key."""
+        key = pl.score_key(ctx.pod)
+        if key is None:
+            return np.asarray(pl.score(ctx, feasible), dtype=np.int64)
+        snap = self.snapshot
+        cached = self._score_cache.get((pl.name, key))
+        if cached is None or cached[2] != snap.node_version:
+            if len(self._score_cache) > 512:
+                self._score_cache.clear()
+            everyone = np.arange(len(snap))
+            cached = (np.asarray(pl.score(ctx, everyone), dtype=np.int64), snap.node_gen.copy(), snap.node_version)
+            self._score_cache[(pl.name, key)] = cached
+        else:
+            raw_all, gen, _ = cached
+            stale = np.flatnonzero(gen != snap.node_gen)
+            if len(stale):
+                raw_all[stale] = pl.score(ctx, stale)
+                gen[stale] = snap.node_gen[stale]
+        return cached[0][feasible]
 
     def _fail(self, ctx: CycleContext, attempt: Attempt, n: int) -> Attempt:
         diagnosis = attempt.diagnosis

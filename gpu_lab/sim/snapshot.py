@@ -58,6 +58,7 @@ class Snapshot:
         self.nonzero = np.zeros((0, 2), dtype=np.int64)  # cpu, memory with scoring defaults
         self.pods_on: list[list[Pod]] = []
         self.min_priority = np.zeros(0, dtype=np.int64)  # lowest pod priority per node: who could be preempted
+        self.node_gen = np.zeros(0, dtype=np.int64)  # bumped per node whenever its pods change
         self._names: list[str] = []
         self.pod_node: dict[str, int] = {}  # pod key -> node index
         # Bumped when node objects change (labels, taints, allocatable): static
@@ -107,6 +108,7 @@ class Snapshot:
         self.nonzero = np.zeros((len(ordered), 2), dtype=np.int64)
         self.pods_on = [[] for _ in ordered]
         self.min_priority = np.full(len(ordered), NO_PODS_PRIORITY, dtype=np.int64)
+        self.node_gen = np.zeros(len(ordered), dtype=np.int64)
         self._names = [n.name for n in ordered]
         self.pod_node = {}
         self._counters.clear()
@@ -153,6 +155,7 @@ class Snapshot:
         self.nonzero[i, 1] += pod.nonzero_memory
         self.pods_on[i].append(pod)
         self.min_priority[i] = min(self.min_priority[i], pod.priority)
+        self.node_gen[i] += 1
         self.pod_node[pod.key] = i
         self._count(pod, i, +1)
         self.version += 1
@@ -165,6 +168,7 @@ class Snapshot:
         self.nonzero[i, 1] -= pod.nonzero_memory
         self.pods_on[i] = [p for p in self.pods_on[i] if p.key != pod.key]
         self.min_priority[i] = min((p.priority for p in self.pods_on[i]), default=NO_PODS_PRIORITY)
+        self.node_gen[i] += 1
         self._count(pod, i, -1)
         self.version += 1
         return i

@@ -17,6 +17,13 @@ DEFAULT_RESOURCES = [{"name": "cpu", "weight": 1}, {"name": "memory", "weight": 
 
 
 def _balance(used: list[np.ndarray], allocs: list[np.ndarray]) -> np.ndarray:
+    if len(allocs) == 2:  # the usual cpu + memory case, kept cheap
+        (u0, u1), (a0, a1) = used, allocs
+        on0, on1 = a0 != 0, a1 != 0
+        f0 = np.minimum(u0 / np.where(on0, a0, 1), 1.0)
+        f1 = np.minimum(u1 / np.where(on1, a1, 1), 1.0)
+        std = np.where(on0 & on1, np.abs(f0 - f1) / 2, 0.0)
+        return ((1 - std) * MAX_NODE_SCORE).astype(np.int64)
     n = len(allocs[0])
     fr = np.zeros((len(allocs), n))
     offered = np.zeros((len(allocs), n), dtype=bool)
@@ -55,6 +62,10 @@ class BalancedAllocation(Plugin):
         if all(pod_request(ctx.pod, r["name"], True) == 0 for r in self.resources):
             return Status(SKIP, plugin=self.name)
         return None
+
+    def score_key(self, pod):
+        # A node's score depends on the pod only through its requests.
+        return tuple(pod_request(pod, r["name"], True) for r in self.resources)
 
     def score(self, ctx: CycleContext, feasible: np.ndarray) -> np.ndarray:
         specs, allocs, befores, withs = node_columns(ctx.snapshot, ctx.pod, self.resources, feasible, use_requested=True)

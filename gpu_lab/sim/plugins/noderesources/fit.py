@@ -23,6 +23,7 @@ from .scoring import (
     least_requested,
     most_requested,
     node_columns,
+    pod_request,
     requested_to_capacity,
     weighted_average,
 )
@@ -147,6 +148,10 @@ class Fit(Plugin):
         return out
 
     # ----------------------------------------------------------------- score
+    def score_key(self, pod):
+        # A node's score depends on the pod only through its (non-zero) requests.
+        return tuple(pod_request(pod, r["name"], False) for r in self.resources)
+
     def score(self, ctx: CycleContext, feasible: np.ndarray) -> np.ndarray:
         specs, allocs, _, withs = node_columns(ctx.snapshot, ctx.pod, self.resources, feasible, use_requested=False)
         if not specs:
