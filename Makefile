@@ -17,7 +17,7 @@ lab: setup
 	$(VENV)/bin/jupyter lab lessons/00_start_here.ipynb
 
 lint: setup
-	$(PY) -m ruff check gpu_lab tests benchmarks
+	$(PY) -m ruff check gpu_lab tests
 
 notebooks: setup
 	$(PY) -m pytest -q -p no:randomly --nbval-lax --nbval-current-env lessons
