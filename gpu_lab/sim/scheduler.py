@@ -226,7 +226,8 @@ class Scheduler:
         attempt.evaluated, attempt.feasible = evaluated, feasible
 
         rejected = evaluated[~in_order[:processed]]
-        if len(rejected):
+        # Rejection reasons matter only for a failure message or an explanation.
+        if len(rejected) and (self.record or not len(feasible)):
             # The first plugin that rejects a node is the one kube-scheduler reports.
             first = np.argmax(~np.vstack([m[rejected] for m in masks]), axis=0)
             for k, pl in enumerate(plugins):
