@@ -151,3 +151,25 @@ def default_normalize(scores: np.ndarray, reverse: bool = False) -> np.ndarray:
     if reverse:
         out = MAX_NODE_SCORE - out
     return out
+
+
+def run_filter_plugins(ctx: CycleContext, i: int) -> Status | None:
+    """PreFilter, then every Filter plugin in order, for node ``i`` as the snapshot is now.
+
+    Returns the first rejection, or None when the node passes. The scheduler
+    uses it for nominated-node checks and preemption's "would it fit now?".
+    """
+    fresh = CycleContext(pod=ctx.pod, snapshot=ctx.snapshot, profile=ctx.profile, nominated=ctx.nominated)
+    skipped = set()
+    for pl in ctx.profile.at("preFilter"):
+        st = pl.pre_filter(fresh)
+        if st is None:
+            continue
+        if st.code == SKIP:
+            skipped.add(pl.name)
+        elif st.rejected:
+            return Status(st.code, st.reasons, pl.name)
+    for pl in ctx.profile.at("filter"):
+        if pl.name not in skipped and not pl.filter(fresh)[i]:
+            return pl.filter_status(fresh, i)
+    return None

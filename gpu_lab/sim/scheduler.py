@@ -23,6 +23,7 @@ from .framework import (
     Diagnosis,
     PostFilterResult,
     Status,
+    run_filter_plugins,
 )
 from .profile import Profile, SchedulerConfig
 from .snapshot import Snapshot
@@ -126,7 +127,7 @@ class Scheduler:
         for key, (other, i) in self.nominated.items():
             if key != pod.key and other.priority >= pod.priority:
                 ctx.nominated.setdefault(i, []).append(other)
-        ctx.run_filters = lambda i: self._filters_on_node(pod, profile, i)
+        ctx.run_filters = lambda i: run_filter_plugins(ctx, i)
         return ctx
 
     def _pre_filter(self, ctx: CycleContext, profile: Profile) -> tuple[Status | None, set[str]]:
@@ -145,22 +146,6 @@ class Scheduler:
         plugins = [p for p in profile.at("filter") if p.name not in skipped]
         masks = [p.filter(ctx) for p in plugins]
         return plugins, masks
-
-    def _filters_on_node(self, pod: Pod, profile: Profile, i: int) -> Status | None:
-        """Re-run PreFilter and Filter for one node against the current snapshot."""
-        ctx = CycleContext(pod=pod, snapshot=self.snapshot, profile=profile)
-        for key, (other, j) in self.nominated.items():
-            if key != pod.key and other.priority >= pod.priority:
-                ctx.nominated.setdefault(j, []).append(other)
-        rejected, skipped = self._pre_filter(ctx, profile)
-        if rejected is not None:
-            return rejected
-        for pl in profile.at("filter"):
-            if pl.name in skipped:
-                continue
-            if not pl.filter(ctx)[i]:
-                return pl.filter_status(ctx, i)
-        return None
 
     # ------------------------------------------------------------- a cycle
     def schedule_one(self, pod: Pod) -> Attempt:

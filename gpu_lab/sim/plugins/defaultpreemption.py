@@ -64,7 +64,6 @@ from ...errors import GpuLabError
 from ...model.objects import Pod
 from ..framework import (
     ERROR,
-    SKIP,
     SUCCESS,
     UNRESOLVABLE,
     UNSCHEDULABLE,
@@ -73,6 +72,7 @@ from ..framework import (
     Plugin,
     PostFilterResult,
     Status,
+    run_filter_plugins,
 )
 
 NOT_ELIGIBLE_NEVER = "not eligible due to preemptionPolicy=Never."
@@ -127,28 +127,6 @@ def _validate(pct: Any, absolute: Any) -> None:
         errs.append("minCandidateNodesAbsolute: Invalid value: 0: cannot be zero at the same time as minCandidateNodesPercentage")
     if errs:
         raise GpuLabError("DefaultPreemptionArgs: " + _aggregate(errs))
-
-
-def _default_run_filters(ctx: CycleContext):
-    """PreFilter + Filter of ``ctx.profile`` for one node, when no scheduler set ``ctx.run_filters``."""
-
-    def run(i: int) -> Status | None:
-        c = CycleContext(pod=ctx.pod, snapshot=ctx.snapshot, profile=ctx.profile, nominated=ctx.nominated)
-        skipped = set()
-        for pl in ctx.profile.at("preFilter"):
-            st = pl.pre_filter(c)
-            if st is None:
-                continue
-            if st.code == SKIP:
-                skipped.add(pl.name)
-            elif st.rejected:
-                return Status(st.code, st.reasons, pl.name)
-        for pl in ctx.profile.at("filter"):
-            if pl.name not in skipped and not pl.filter(c)[i]:
-                return pl.filter_status(c, i)
-        return None
-
-    return run
 
 
 class _ResourceBound:
@@ -313,7 +291,7 @@ class DefaultPreemption(Plugin):
             return self._result(None, [], Status(UNSCHEDULABLE, ("preemption: " + msg,), self.name), "Noop")
 
         snap, pod = ctx.snapshot, ctx.pod
-        run = ctx.run_filters or _default_run_filters(ctx)
+        run = ctx.run_filters or (lambda i: run_filter_plugins(ctx, i))
         potential = self.potential_nodes(ctx, diagnosis)
         statuses: dict[int, Status] = {}
         candidates: list[tuple[int, list[Pod]]] = []

@@ -70,7 +70,7 @@ from ..framework import (
     Status,
 )
 from ..snapshot import Snapshot
-from .podtopologyspread import topology_codes
+from .helper import topology_codes
 
 ERR_REASON_EXISTING_ANTI_AFFINITY_RULES_NOT_MATCH = "node(s) didn't satisfy existing pods anti-affinity rules"
 ERR_REASON_AFFINITY_RULES_NOT_MATCH = "node(s) didn't match pod affinity rules"

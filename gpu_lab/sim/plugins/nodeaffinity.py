@@ -15,6 +15,7 @@ import numpy as np
 
 from ...model.selectors import NodeSelectorTerm
 from ..framework import SKIP, UNRESOLVABLE, CycleContext, Plugin, Status, default_normalize
+from .helper import freeze, required_node_affinity_mask
 
 ERR_REASON_POD = "node(s) didn't match Pod's node affinity/selector"
 ERR_REASON_CONFLICT = "pod affinity terms conflict"
@@ -22,14 +23,6 @@ ERR_REASON_CONFLICT = "pod affinity terms conflict"
 
 def _node_affinity(pod) -> dict[str, Any]:
     return (pod.affinity or {}).get("nodeAffinity") or {}
-
-
-def _freeze(x: Any) -> Any:
-    if isinstance(x, dict):
-        return tuple(sorted((k, _freeze(v)) for k, v in x.items()))
-    if isinstance(x, list):
-        return tuple(_freeze(v) for v in x)
-    return x
 
 
 class NodeAffinity(Plugin):
@@ -79,24 +72,12 @@ class NodeAffinity(Plugin):
         return None
 
     def filter(self, ctx: CycleContext) -> np.ndarray:
-        pod = ctx.pod
-        required = _node_affinity(pod).get("requiredDuringSchedulingIgnoredDuringExecution")
-        key = ("filter", _freeze(pod.node_selector), _freeze(required))
-
-        def compute():
-            terms = None
-            if required is not None:
-                terms = [NodeSelectorTerm.parse(t) for t in required.get("nodeSelectorTerms") or []]
-            out = np.ones(len(ctx.snapshot), dtype=bool)
-            for i, node in enumerate(ctx.snapshot.nodes):
-                if self.added_terms is not None and not any(t.matches(node.name, node.labels) for t in self.added_terms):
-                    out[i] = False
-                    continue
-                if any(node.labels.get(k) != v for k, v in pod.node_selector.items()) or terms is not None and not any(t.matches(node.name, node.labels) for t in terms):
-                    out[i] = False
-            return out
-
-        return self._cache_get(ctx, key, compute)
+        mask = required_node_affinity_mask(ctx.snapshot, ctx.pod)
+        if self.added_terms is None:
+            return np.ones(len(ctx.snapshot), dtype=bool) if mask is None else mask
+        added = self._cache_get(ctx, ("added",), lambda: np.array(
+            [any(t.matches(n.name, n.labels) for t in self.added_terms) for n in ctx.snapshot.nodes], dtype=bool))
+        return added if mask is None else added & mask
 
     def filter_status(self, ctx: CycleContext, i: int) -> Status:
         node = ctx.snapshot.nodes[i]
@@ -118,7 +99,7 @@ class NodeAffinity(Plugin):
 
     def score(self, ctx: CycleContext, feasible: np.ndarray) -> np.ndarray:
         preferred = _node_affinity(ctx.pod).get("preferredDuringSchedulingIgnoredDuringExecution") or []
-        key = ("score", _freeze(preferred))
+        key = ("score", freeze(preferred))
 
         def compute():
             terms = self.added_preferred + [

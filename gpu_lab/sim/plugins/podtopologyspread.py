@@ -48,7 +48,6 @@ queueing hints, and Services as a source of default selectors (unless a
 from __future__ import annotations
 
 import math
-import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,7 +55,7 @@ import numpy as np
 
 from ...errors import GpuLabError
 from ...model.objects import Pod
-from ...model.selectors import LabelSelector, NodeSelectorTerm, Requirement
+from ...model.selectors import LabelSelector, Requirement
 from ..framework import (
     MAX_NODE_SCORE,
     SKIP,
@@ -67,6 +66,7 @@ from ..framework import (
     Status,
 )
 from ..snapshot import Snapshot
+from .helper import required_node_affinity_mask, tolerated_mask, topology_codes
 
 ERR_REASON_CONSTRAINTS_NOT_MATCH = "node(s) didn't match pod topology spread constraints"
 ERR_REASON_NODE_LABEL_NOT_MATCH = ERR_REASON_CONSTRAINTS_NOT_MATCH + " (missing required label)"
@@ -88,86 +88,6 @@ SYSTEM_DEFAULT_CONSTRAINTS: list[dict[str, Any]] = [
 ]
 # Owner kinds whose selector helper.DefaultSelector folds in (Job is not one of them).
 DEFAULT_SELECTOR_OWNERS = ("ReplicationController", "ReplicaSet", "StatefulSet")
-
-
-# --------------------------------------------------------------------------
-# Node-side facts shared with InterPodAffinity, cached per snapshot and node version.
-# --------------------------------------------------------------------------
-_NODE_CACHE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
-def _node_cache(snap: Snapshot) -> dict:
-    got = _NODE_CACHE.get(snap)
-    if got is None or got["version"] != snap.node_version or got["n"] != len(snap):
-        got = {"version": snap.node_version, "n": len(snap)}
-        _NODE_CACHE[snap] = got
-    return got
-
-
-def topology_codes(snap: Snapshot, key: str) -> tuple[np.ndarray, list[str]]:
-    """Each node's domain for ``key`` as an int code (-1 = no such label) and the values."""
-    cache = _node_cache(snap).setdefault("codes", {})
-    got = cache.get(key)
-    if got is None:
-        index: dict[str, int] = {}
-        col = snap.label_column(key)
-        codes = np.fromiter(
-            (-1 if v is None else index.setdefault(v, len(index)) for v in col), dtype=np.int64, count=len(col)
-        )
-        got = (codes, list(index))
-        cache[key] = got
-    return got
-
-
-def _freeze(x: Any) -> Any:
-    if isinstance(x, dict):
-        return tuple(sorted((k, _freeze(v)) for k, v in x.items()))
-    if isinstance(x, list):
-        return tuple(_freeze(v) for v in x)
-    return x
-
-
-def required_node_affinity_mask(snap: Snapshot, pod: Pod) -> np.ndarray | None:
-    """``nodeaffinity.GetRequiredNodeAffinity(pod).Match`` per node; None when it matches all."""
-    required = ((pod.affinity or {}).get("nodeAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution")
-    if required is None and not pod.node_selector:
-        return None
-    cache = _node_cache(snap).setdefault("affinity", {})
-    key = (_freeze(pod.node_selector), _freeze(required))
-    got = cache.get(key)
-    if got is None:
-        terms = None
-        if required is not None:
-            terms = [NodeSelectorTerm.parse(t) for t in required.get("nodeSelectorTerms") or []]
-        got = np.ones(len(snap), dtype=bool)
-        for i, node in enumerate(snap.nodes):
-            if any(node.labels.get(k) != str(v) for k, v in pod.node_selector.items()) or (
-                terms is not None and not any(t.matches(node.name, node.labels) for t in terms)
-            ):
-                got[i] = False
-        cache[key] = got
-    return got
-
-
-def tolerated_mask(snap: Snapshot, pod: Pod) -> np.ndarray:
-    """True where the pod tolerates every NoSchedule/NoExecute taint (``DoNotScheduleTaintsFilterFunc``)."""
-    cache = _node_cache(snap).setdefault("taints", {})
-    key = tuple(pod.tolerations)
-    got = cache.get(key)
-    if got is None:
-        got = np.array(
-            [
-                all(
-                    any(t.tolerates(taint) for t in pod.tolerations)
-                    for taint in node.taints
-                    if taint.effect in ("NoSchedule", "NoExecute")
-                )
-                for node in snap.nodes
-            ],
-            dtype=bool,
-        )
-        cache[key] = got
-    return got
 
 
 def go_round(x: np.ndarray) -> np.ndarray:

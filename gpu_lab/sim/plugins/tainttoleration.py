@@ -14,6 +14,7 @@ import numpy as np
 
 from ...model.objects import Toleration
 from ..framework import UNRESOLVABLE, CycleContext, Plugin, Status, default_normalize
+from .helper import tolerated_mask
 
 ERR_REASON = "node(s) had untolerated taint(s)"
 
@@ -42,22 +43,7 @@ class TaintToleration(Plugin):
         return got
 
     def filter(self, ctx: CycleContext) -> np.ndarray:
-        tols = ctx.pod.tolerations
-
-        def compute():
-            return np.array(
-                [
-                    all(
-                        any(t.tolerates(taint) for t in tols)
-                        for taint in node.taints
-                        if taint.effect in ("NoSchedule", "NoExecute")
-                    )
-                    for node in ctx.snapshot.nodes
-                ],
-                dtype=bool,
-            )
-
-        return self._cached(ctx, "filter", compute)
+        return tolerated_mask(ctx.snapshot, ctx.pod)
 
     def filter_status(self, ctx: CycleContext, i: int) -> Status:
         return Status(UNRESOLVABLE, (ERR_REASON,), self.name)
