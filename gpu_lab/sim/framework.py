@@ -153,6 +153,20 @@ def default_normalize(scores: np.ndarray, reverse: bool = False) -> np.ndarray:
     return out
 
 
+def run_pre_filter_plugins(ctx: CycleContext) -> tuple[Status | None, set[str]]:
+    """Every PreFilter plugin in order: the first rejection (if any) and the plugins that skip."""
+    skipped: set[str] = set()
+    for pl in ctx.profile.at("preFilter"):
+        st = pl.pre_filter(ctx)
+        if st is None:
+            continue
+        if st.code == SKIP:
+            skipped.add(pl.name)
+        elif st.rejected:
+            return Status(st.code, st.reasons, pl.name), skipped
+    return None, skipped
+
+
 def run_filter_plugins(ctx: CycleContext, i: int) -> Status | None:
     """PreFilter, then every Filter plugin in order, for node ``i`` as the snapshot is now.
 
@@ -160,15 +174,9 @@ def run_filter_plugins(ctx: CycleContext, i: int) -> Status | None:
     uses it for nominated-node checks and preemption's "would it fit now?".
     """
     fresh = CycleContext(pod=ctx.pod, snapshot=ctx.snapshot, profile=ctx.profile, nominated=ctx.nominated)
-    skipped = set()
-    for pl in ctx.profile.at("preFilter"):
-        st = pl.pre_filter(fresh)
-        if st is None:
-            continue
-        if st.code == SKIP:
-            skipped.add(pl.name)
-        elif st.rejected:
-            return Status(st.code, st.reasons, pl.name)
+    rejected, skipped = run_pre_filter_plugins(fresh)
+    if rejected is not None:
+        return rejected
     for pl in ctx.profile.at("filter"):
         if pl.name not in skipped and not pl.filter(fresh)[i]:
             return pl.filter_status(fresh, i)

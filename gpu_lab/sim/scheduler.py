@@ -24,6 +24,7 @@ from .framework import (
     PostFilterResult,
     Status,
     run_filter_plugins,
+    run_pre_filter_plugins,
 )
 from .profile import Profile, SchedulerConfig
 from .snapshot import Snapshot
@@ -130,18 +131,6 @@ class Scheduler:
         ctx.run_filters = lambda i: run_filter_plugins(ctx, i)
         return ctx
 
-    def _pre_filter(self, ctx: CycleContext, profile: Profile) -> tuple[Status | None, set[str]]:
-        skipped: set[str] = set()
-        for pl in profile.at("preFilter"):
-            st = pl.pre_filter(ctx)
-            if st is None:
-                continue
-            if st.code == SKIP:
-                skipped.add(pl.name)
-            elif st.rejected:
-                return Status(st.code, st.reasons, pl.name), skipped
-        return None, skipped
-
     def _filter_masks(self, ctx: CycleContext, profile: Profile, skipped: set[str]):
         plugins = [p for p in profile.at("filter") if p.name not in skipped]
         masks = [p.filter(ctx) for p in plugins]
@@ -163,7 +152,7 @@ class Scheduler:
         diagnosis = Diagnosis()
         attempt.diagnosis = diagnosis
 
-        rejected, skipped = self._pre_filter(ctx, profile)
+        rejected, skipped = run_pre_filter_plugins(ctx)
         if rejected is not None:
             diagnosis.pre_filter_msg = rejected.message()
             diagnosis.absent_status = rejected
