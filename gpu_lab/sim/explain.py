@@ -49,7 +49,7 @@ class Explanation:
                 srow = self.scores.loc[name]
                 plug: dict[str, dict[str, int]] = {}
                 for col, val in srow.items():
-                    if isinstance(col, tuple):
+                    if isinstance(col, tuple) and col[0] != "total":
                         plug.setdefault(col[0], {})[col[1]] = int(val)
                 entry["scores"] = plug
                 entry["total"] = int(srow[("total", "")]) if ("total", "") in srow.index else None

@@ -1,0 +1,90 @@
+"""The public API is exactly what gpu_lab.__all__ lists, and it works without a cluster."""
+
+import pytest
+
+import gpu_lab
+
+EXPECTED = {"BACKENDS", "Explanation", "GpuLabError", "InvalidObject", "Scenario", "Session",
+            "__version__", "connect", "load_scenario"}
+
+
+def test_all_is_the_public_surface():
+    assert set(gpu_lab.__all__) == EXPECTED
+    public = {n for n in vars(gpu_lab) if not n.startswith("_")} - {"annotations"}
+    # subpackages are importable but private; everything else public must be in __all__
+    modules = {"backends", "errors", "model", "sim", "gpus", "deviceplugin", "bench", "cli"}
+    assert public - modules <= EXPECTED
+
+
+def test_connect_sim_round_trip():
+    lab = gpu_lab.connect("sim", seed=3)
+    refs = lab.apply("""
+apiVersion: gpulab.dev/v1alpha1
+kind: NodePool
+metadata: {name: l4}
+spec: {count: 1, gpu: {model: L4, count: 2}, cpu: "8", memory: 32Gi}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: p}
+spec:
+  containers: [{name: c, image: x, resources: {limits: {nvidia.com/gpu: 2}}}]
+""")
+    assert refs == ["node/l4-0", "pod/default/p"]
+    pods = lab.schedule()
+    row = pods.iloc[0]
+    assert row["node"] == "l4-0" and row["phase"] == "Running"
+    assert len(row["devices"]["nvidia.com/gpu"]) == 2
+    assert all(d.startswith("GPU-") for d in row["devices"]["nvidia.com/gpu"])
+    exp = lab.explain("p")
+    assert exp.node == "l4-0" and "only one feasible node" in " ".join(exp.notes)
+    lab.reset()
+    assert lab.pods().empty and lab.nodes().empty
+
+
+def test_unknown_and_unbuilt_backends_are_clear_errors():
+    with pytest.raises(gpu_lab.GpuLabError, match='unknown backend "nope"'):
+        gpu_lab.connect("nope")
+
+
+def test_apply_is_all_or_nothing():
+    lab = gpu_lab.connect("sim")
+    good = "apiVersion: v1\nkind: Pod\nmetadata: {name: a}\nspec: {containers: [{name: c, image: x}]}\n"
+    bad = "apiVersion: v1\nkind: Pod\nmetadata: {name: b}\nspec: {containers: [{name: c, image: x, resources: {limits: {nvidia.com/gpu: 0.5}}}]}\n"
+    with pytest.raises(gpu_lab.InvalidObject):
+        lab.apply(good + "---\n" + bad)
+    assert lab.pods().empty
+    lab.apply(good)
+    with pytest.raises(gpu_lab.GpuLabError, match='pods "a" already exists'):
+        lab.apply(good)
+    assert len(lab.pods()) == 1
+
+
+def test_clock_frees_gpus_when_jobs_finish():
+    lab = gpu_lab.connect("sim")
+    lab.apply("""
+apiVersion: gpulab.dev/v1alpha1
+kind: NodePool
+metadata: {name: t4}
+spec: {count: 1, gpu: {model: T4, count: 1}, cpu: "8", memory: 32Gi}
+---
+apiVersion: batch/v1
+kind: Job
+metadata: {name: train}
+spec:
+  parallelism: 2
+  completions: 2
+  template:
+    metadata: {annotations: {gpulab.dev/duration: 10m}}
+    spec:
+      restartPolicy: Never
+      containers: [{name: c, image: x, resources: {limits: {nvidia.com/gpu: 1}}}]
+""")
+    pods = lab.schedule()
+    assert sorted(pods["phase"]) == ["Pending", "Running"]
+    pods = lab.advance(600)
+    assert sorted(pods["phase"]) == ["Running", "Succeeded"]
+    assert pods.set_index("phase").loc["Running", "start"] == 600
+    pods = lab.advance()
+    assert list(pods["phase"]) == ["Succeeded", "Succeeded"]
+    assert lab.clock == 1200
