@@ -88,3 +88,36 @@ spec:
     pods = lab.advance()
     assert list(pods["phase"]) == ["Succeeded", "Succeeded"]
     assert lab.clock == 1200
+
+
+def test_kubelet_admission_rejects_what_the_node_cannot_hold():
+    # With NodeResourcesFit's filter disabled the scheduler binds blindly; the
+    # kubelet's admission check then fails the pod, as on a real node.
+    lab = gpu_lab.connect("sim", deterministic=True)
+    lab.apply("""
+apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+profiles:
+- plugins: {filter: {disabled: [{name: NodeResourcesFit}]}}
+---
+apiVersion: gpulab.dev/v1alpha1
+kind: NodePool
+metadata: {name: t4}
+spec: {count: 1, gpu: {model: T4, count: 1}, cpu: "8", memory: 32Gi}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: a}
+spec: {containers: [{name: c, image: x, resources: {limits: {nvidia.com/gpu: 1}}}]}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: b}
+spec: {containers: [{name: c, image: x, resources: {limits: {nvidia.com/gpu: 1}}}]}
+""")
+    pods = lab.schedule().set_index("name")
+    assert pods.loc["a", "phase"] == "Running"
+    assert pods.loc["b", "phase"] == "Failed" and pods.loc["b", "reason"] == "OutOfnvidia.com/gpu"
+    assert pods.loc["b", "message"] == ("Pod was rejected: Node didn't have enough resource: nvidia.com/gpu, "
+                                        "requested: 1, used: 1, capacity: 1")
+    assert (lab.snapshot.requested <= lab.snapshot.allocatable).all()

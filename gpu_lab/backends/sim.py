@@ -140,21 +140,24 @@ class SimSession(Session):
 
     def _admit_direct(self, rec: PodRecord) -> None:
         """spec.nodeName skips the scheduler; the kubelet's admission still checks fit."""
-        pod = rec.pod
-        i = self.snapshot.index.get(pod.node_name)
-        if i is None:
-            rec.message = f'node "{pod.node_name}" not found'
+        if rec.pod.node_name not in self.snapshot.index:
+            rec.message = f'node "{rec.pod.node_name}" not found'
             return
-        snap = self.snapshot
+        self._bind(rec, rec.pod.node_name)
+
+    def _kubelet_rejects(self, rec: PodRecord, node: str) -> bool:
+        """The kubelet's admission: a pod the node cannot hold fails (``OutOf<resource>``)."""
+        snap, pod = self.snapshot, rec.pod
+        i = snap.index[node]
         for r, v in sorted(pod.requests.items()):
             col = snap.resource_column(r)
             used, cap = int(snap.requested[i, col]), int(snap.allocatable[i, col])
             if v > cap - used:
-                rec.phase, rec.reason = "Failed", f"OutOf{r}"
+                rec.node, rec.phase, rec.reason = node, "Failed", f"OutOf{r}"
                 rec.message = (f"Pod was rejected: Node didn't have enough resource: {r}, "
                                f"requested: {v}, used: {used}, capacity: {cap}")
-                return
-        self._bind(rec, pod.node_name)
+                return True
+        return False
 
     # ---------------------------------------------------------- schedule
     def _pending(self) -> list[PodRecord]:
@@ -216,6 +219,9 @@ class SimSession(Session):
                     waiting_on_pods.append(rec)
 
     def _bind(self, rec: PodRecord, node: str) -> None:
+        if self._kubelet_rejects(rec, node):
+            self.scheduler.forget_nomination(rec.pod)
+            return
         i = self.snapshot.index[node]
         pod = rec.pod
         dm = self.devices[node]
