@@ -1,58 +1,416 @@
-"""The kubelet's device manager, reduced to what scheduling needs to show.
+"""The kubelet's device manager: plugins, devices, health, capacity and who holds what.
 
-After the scheduler binds a pod, the kubelet asks the device manager for the
-devices each container requested; the plugin's ``Allocate`` answer turns the
-chosen device IDs into ``NVIDIA_VISIBLE_DEVICES``. We keep, per node, the
-devices each resource advertises and which pod/container holds which IDs. The
-choice is the lowest free IDs in advertised order, which is what NVIDIA's
-plugin prefers for identical GPUs without NVLink topology (its
-GetPreferredAllocation packs in index order).
+One ``DeviceManager`` per node, shared by the simulator and (later) the real
+backend's node agent. It models ``pkg/kubelet/cm/devicemanager`` (checked
+against Kubernetes v1.37.2):
+
+* A plugin **registers** one resource with an endpoint (its socket file name);
+  the kubelet then streams ``ListAndWatch`` and every message **replaces** the
+  resource's device list and per-device health (``update_devices``).
+* ``capacity()`` counts every device of a resource, ``allocatable()`` only the
+  healthy ones (``GetCapacity``).
+* When a plugin's endpoint goes away (its ListAndWatch stream ends: crash,
+  restart, socket deleted) every device of its resource turns unhealthy at once
+  (``markResourceUnhealthy``): **allocatable drops to 0 while capacity stays**.
+  Once the endpoint has been stopped for longer than the grace period (the
+  kubelet's ``endpointStopGracePeriod``, 5 minutes; ``grace_period`` here) the
+  resource is dropped and **capacity drops too**. The kubelet's node-status
+  setter then writes 0 for a removed resource instead of deleting it, so a
+  stale name lingers at 0 on the Node (NVIDIA/k8s-device-plugin issue #214):
+  ``capacity()`` and ``allocatable()`` show removed resources at 0 the same way.
+* A new registration replaces the stopped endpoint; the next ListAndWatch
+  message restores capacity and allocatable.
+* Allocation (``devicesToAllocate``) takes only healthy devices that no
+  container holds, with the kubelet's own error messages; a container that
+  already holds its devices gets them again (container restart).
+
+Time comes from ``clock`` (seconds, default ``time.monotonic``), so tests can
+drive the grace period with a fake clock instead of waiting five minutes.
+
+Which free devices a container gets is ``preferred_allocation``, the rule
+NVIDIA's plugin answers ``GetPreferredAllocation`` with; the fake plugin
+(``plugin.py``) calls the same function, so the simulator and a real
+plugin-to-kubelet round trip hand out the same IDs:
+
+* whole GPUs: the lowest free devices in advertised (index) order, which is
+  what NVIDIA's best-effort policy gives for identical GPUs with no NVLink
+  topology to prefer;
+* time-sliced or MPS replicas (``<uuid>::<n>``): NVIDIA's ``distributedAlloc``,
+  one replica at a time from the GPU with the fewest replicas already taken,
+  so co-located pods spread over the node's GPUs (ties go to the lower GPU).
+
+``DeviceManager(devices)`` (what the simulator builds) registers every
+resource with no endpoint and all devices healthy, as a node looks once its
+plugin has reported.
 """
 
 from __future__ import annotations
 
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import GpuLabError
+
+HEALTHY, UNHEALTHY = "Healthy", "Unhealthy"
+ENDPOINT_STOP_GRACE_PERIOD = 5 * 60.0  # seconds; the kubelet's endpointStopGracePeriod
+VISIBLE_DEVICES = "NVIDIA_VISIBLE_DEVICES"
 
 
-@dataclass
-class DeviceManager:
-    devices: dict[str, list[str]]  # resource -> device IDs in advertised order
-    # pod key -> container -> resource -> ids
-    held: dict[str, dict[str, dict[str, list[str]]]] = field(default_factory=dict)
+class DeviceAllocationError(GpuLabError, RuntimeError):
+    """The device manager cannot give a container its devices.
 
-    def free_devices(self, resource: str) -> list[str]:
-        taken = {
-            d for ctrs in self.held.values() for per in ctrs.values() for ids in per.values() for d in ids
-        }
-        return [d for d in self.devices.get(resource, []) if d not in taken]
+    ``str(err)`` is the device manager's message; ``admission_message`` is what
+    the kubelet writes on the pod it rejects (reason ``UnexpectedAdmissionError``).
+    """
 
-    def allocate(self, pod_key: str, container: str, resource: str, count: int) -> list[str]:
-        """Pick ``count`` free devices of ``resource``; raise if the node lacks them."""
-        free = self.free_devices(resource)
-        if len(free) < count:
-            raise RuntimeError(
-                f"requested number of devices unavailable for {resource}. Requested: {count}, Available: {len(free)}"
-            )
-        ids = free[:count]
-        self.held.setdefault(pod_key, {}).setdefault(container, {}).setdefault(resource, []).extend(ids)
-        return ids
+    reason = "UnexpectedAdmissionError"
 
-    def release(self, pod_key: str) -> None:
-        self.held.pop(pod_key, None)
+    @property
+    def admission_message(self) -> str:
+        return f"Allocate failed due to {self}, which is unexpected"
 
-    def allocations(self, pod_key: str) -> dict[str, dict[str, list[str]]]:
-        """container -> resource -> device IDs held by the pod."""
-        return {c: {r: list(ids) for r, ids in per.items()} for c, per in self.held.get(pod_key, {}).items()}
 
-    def pod_devices(self, pod_key: str) -> dict[str, list[str]]:
-        """resource -> every device ID the pod's containers hold."""
-        out: dict[str, list[str]] = {}
-        for per in self.held.get(pod_key, {}).values():
-            for r, ids in per.items():
-                out.setdefault(r, []).extend(ids)
-        return out
+# ------------------------------------------------------------------ device IDs
+def split_replica(device_id: str) -> tuple[str, int | None]:
+    """``"GPU-x::3"`` -> ``("GPU-x", 3)``; an ID without a replica -> ``(id, None)``."""
+    base, sep, rest = device_id.partition("::")
+    if not sep:
+        return device_id, None
+    try:
+        return base, int(rest)
+    except ValueError:
+        return base, 0  # NVIDIA's AnnotatedID.Split ignores a malformed number
+
+
+def visible_devices(ids: Iterable[str]) -> list[str]:
+    """The GPU UUIDs a container sees: replica suffixes stripped, order and repeats kept.
+
+    That is NVIDIA's ``AnnotatedIDs.GetIDs`` under ``deviceIDStrategy: uuid``:
+    two time-slicing replicas of one GPU show that GPU twice.
+    """
+    return [split_replica(i)[0] for i in ids]
 
 
 def visible_devices_env(ids: list[str]) -> dict[str, str]:
     """What NVIDIA's plugin puts in the container's environment (deviceListStrategy envvar)."""
-    return {"NVIDIA_VISIBLE_DEVICES": ",".join(ids)}
+    return {VISIBLE_DEVICES: ",".join(visible_devices(ids))}
+
+
+def preferred_allocation(available: Iterable[str], must_include: Iterable[str], size: int,
+                         all_devices: Iterable[str] | None = None) -> list[str]:
+    """NVIDIA's preferred ``size`` devices from ``available`` (in advertised order).
+
+    ``must_include`` come first. Replicated IDs are spread over GPUs (see the
+    module docstring); ``all_devices`` is the resource's full list, needed to
+    know how many replicas of each GPU are already taken (default: ``available``).
+    """
+    must = list(dict.fromkeys(must_include))
+    taken = set(must)
+    candidates = [d for d in dict.fromkeys(available) if d not in taken]
+    needed = size - len(must)
+    if needed <= 0:
+        return must
+    if len(candidates) < needed:
+        raise GpuLabError("not enough available devices to satisfy allocation")
+    if not any(split_replica(d)[1] is not None for d in candidates):
+        return must + candidates[:needed]
+    bases = {d: split_replica(d)[0] for d in candidates}
+    free = Counter(bases.values())
+    total = Counter(split_replica(d)[0] for d in (candidates if all_devices is None else all_devices))
+    out = []
+    for _ in range(needed):
+        # min() keeps the first of equals: ties go to the lower GPU / replica.
+        best = min(candidates, key=lambda d: total[bases[d]] - free[bases[d]])
+        free[bases[best]] -= 1
+        out.append(best)
+        candidates.remove(best)
+    return must + out
+
+
+# ------------------------------------------------------------------ the manager
+@dataclass
+class Endpoint:
+    """A registered plugin: its resource, socket file name and options."""
+
+    resource: str
+    endpoint: str | None  # socket file name in the device-plugin dir; None for the simulator
+    options: dict = field(default_factory=dict)
+    registered_at: float = 0.0
+    stop_time: float | None = None  # when its ListAndWatch stream ended
+
+    @property
+    def stopped(self) -> bool:
+        return self.stop_time is not None
+
+
+class DeviceManager:
+    """Devices per resource on one node, their health and who holds which (thread-safe)."""
+
+    def __init__(self, devices: Mapping[str, Iterable[str]] | None = None, *,
+                 grace_period: float = ENDPOINT_STOP_GRACE_PERIOD,
+                 clock: Callable[[], float] = time.monotonic):
+        self.grace_period = float(grace_period)
+        self.clock = clock
+        self._lock = threading.RLock()
+        self._endpoints: dict[str, Endpoint] = {}
+        self._health: dict[str, dict[str, bool]] = {}  # resource -> id -> healthy, advertised order
+        self._removed: set[str] = set()  # resources that left capacity (shown at 0)
+        self._stopped: set[str] = set()  # resources whose endpoint is stopped (grace running)
+        # pod key -> container -> resource -> ids
+        self.held: dict[str, dict[str, dict[str, list[str]]]] = {}
+        # pod key -> container -> resource -> the plugin's ContainerAllocateResponse as a dict
+        self.responses: dict[str, dict[str, dict[str, dict[str, Any]]]] = {}
+        for resource, ids in (devices or {}).items():
+            self.register(resource, None)
+            self.update_devices(resource, ids)
+
+    # ------------------------------------------------------------- plugins
+    def register(self, resource: str, endpoint: str | None, options: Mapping[str, Any] | None = None) -> None:
+        """A plugin registered ``resource`` (replacing any earlier endpoint for it).
+
+        Devices reported before stay as they are (unhealthy after a stop) until
+        the new endpoint's first ListAndWatch message replaces them.
+        """
+        with self._lock:
+            self._endpoints[resource] = Endpoint(resource, endpoint, dict(options or {}), self.clock())
+            self._stopped.discard(resource)
+
+    def endpoint_stopped(self, resource: str, endpoint: str | None = None) -> bool:
+        """The plugin's stream for ``resource`` ended: all its devices turn unhealthy now.
+
+        With ``endpoint`` given, a stop from an older endpoint that has since been
+        replaced is ignored. Returns whether anything changed.
+        """
+        with self._lock:
+            ep = self._endpoints.get(resource)
+            if ep is None or ep.stopped or (endpoint is not None and ep.endpoint != endpoint):
+                return False
+            ep.stop_time = self.clock()
+            self._stopped.add(resource)
+            health = self._health.setdefault(resource, {})
+            for d in health:
+                health[d] = False
+            return True
+
+    def endpoint(self, resource: str) -> Endpoint | None:
+        with self._lock:
+            self._collect()
+            return self._endpoints.get(resource)
+
+    def endpoints(self) -> dict[str, Endpoint]:
+        with self._lock:
+            self._collect()
+            return dict(self._endpoints)
+
+    def update_devices(self, resource: str, devices: Mapping[str, Any] | Iterable[Any]) -> None:
+        """A ListAndWatch message: the full device list of ``resource``, replacing the last.
+
+        ``devices`` is IDs (all healthy), a mapping ID -> health, or pairs
+        ``(id, health)``; health is a bool or ``"Healthy"``/``"Unhealthy"``.
+        """
+        items = devices.items() if isinstance(devices, Mapping) else devices
+        health: dict[str, bool] = {}
+        for item in items:
+            if isinstance(item, str):
+                health[item] = True
+            else:
+                dev_id, h = item
+                health[str(dev_id)] = h is True or h == HEALTHY
+        with self._lock:
+            if resource not in self._endpoints:
+                raise GpuLabError(f"device update for {resource}, which no plugin registered")
+            self._health[resource] = health
+            self._removed.discard(resource)
+
+    def set_health(self, resource: str, device_id: str, healthy: bool) -> None:
+        """Flip one device's health, as a ListAndWatch update for that device would."""
+        with self._lock:
+            health = self._health.get(resource, {})
+            if device_id not in health:
+                raise GpuLabError(f"unknown device {device_id} for {resource}")
+            health[device_id] = bool(healthy)
+
+    def health(self, resource: str) -> dict[str, bool]:
+        """Device ID -> healthy, in advertised order."""
+        with self._lock:
+            self._collect()
+            return dict(self._health.get(resource, {}))
+
+    def _collect(self) -> None:
+        """Drop resources whose endpoint has been stopped for longer than the grace period."""
+        if not self._stopped:
+            return
+        now = self.clock()
+        for r in list(self._stopped):
+            ep = self._endpoints[r]
+            if now - ep.stop_time > self.grace_period:
+                del self._endpoints[r]
+                self._health.pop(r, None)
+                self._stopped.discard(r)
+                self._removed.add(r)
+
+    # ------------------------------------------------------------- node status
+    def capacity(self) -> dict[str, int]:
+        """Per resource, every device the plugin reported; removed resources at 0."""
+        with self._lock:
+            self._collect()
+            out = {r: 0 for r in sorted(self._removed)}
+            out.update({r: len(h) for r, h in self._health.items() if r in self._endpoints})
+            return out
+
+    def allocatable(self) -> dict[str, int]:
+        """Per resource, the healthy devices (0 while the plugin is gone); removed at 0."""
+        with self._lock:
+            self._collect()
+            out = {r: 0 for r in sorted(self._removed)}
+            out.update({r: sum(h.values()) for r, h in self._health.items() if r in self._endpoints})
+            return out
+
+    @property
+    def devices(self) -> Mapping[str, list[str]]:
+        """Resource -> device IDs in advertised order, for resources in capacity (a live view)."""
+        return _DevicesView(self)
+
+    def _live(self) -> list[str]:
+        with self._lock:
+            self._collect()
+            return [r for r in self._health if r in self._endpoints]
+
+    # ------------------------------------------------------------- allocation
+    def _held_ids(self, resource: str) -> set[str]:
+        return {d for ctrs in self.held.values() for per in ctrs.values() for d in per.get(resource, ())}
+
+    def free_devices(self, resource: str) -> list[str]:
+        """Healthy devices of ``resource`` no container holds, in advertised order."""
+        with self._lock:
+            self._collect()
+            taken = self._held_ids(resource)
+            return [d for d, ok in self._health.get(resource, {}).items() if ok and d not in taken]
+
+    def available(self, resource: str) -> list[str]:
+        """``free_devices``, or the kubelet's error when the resource cannot be allocated at all."""
+        with self._lock:
+            self._collect()
+            health = self._health.get(resource)
+            if resource not in self._endpoints or health is None:
+                raise DeviceAllocationError(f"cannot allocate unregistered device {resource}")
+            if not any(health.values()):
+                raise DeviceAllocationError(
+                    f"no healthy devices present; cannot allocate unhealthy devices {resource}")
+            return self.free_devices(resource)
+
+    def allocate(self, pod_key: str, container: str, resource: str, count: int,
+                 preferred: Iterable[str] | None = None) -> list[str]:
+        """Give ``count`` healthy free devices of ``resource`` to a container and record them.
+
+        ``preferred`` is the plugin's GetPreferredAllocation answer when a real
+        plugin was asked; without it ``preferred_allocation`` decides (the same
+        rule). A container that already holds devices of ``resource`` gets them
+        back if the count matches. Raises ``DeviceAllocationError`` with the
+        kubelet's message.
+        """
+        with self._lock:
+            current = self.held.get(pod_key, {}).get(container, {}).get(resource)
+            if current:
+                if len(current) != count:
+                    raise DeviceAllocationError(
+                        f'pod "{pod_key}" container "{container}" changed request for resource '
+                        f'"{resource}" from {len(current)} to {count}')
+                health = self._health.get(resource, {})
+                if not all(health.get(d) for d in current):
+                    raise DeviceAllocationError(
+                        "previously allocated devices are no longer healthy; cannot allocate "
+                        f"unhealthy devices {resource}")
+                return list(current)
+            free = self.available(resource)
+            if len(free) < count:
+                raise DeviceAllocationError(
+                    f"requested number of devices unavailable for {resource}. "
+                    f"Requested: {count}, Available: {len(free)}")
+            if count <= 0:
+                return []
+            if preferred is not None:
+                ok = set(free)
+                ids = [d for d in dict.fromkeys(preferred) if d in ok][:count]
+                ids += [d for d in free if d not in set(ids)][: count - len(ids)]
+            else:
+                ids = preferred_allocation(free, (), count, self._health[resource])
+            self.held.setdefault(pod_key, {}).setdefault(container, {})[resource] = list(ids)
+            return list(ids)
+
+    def record_response(self, pod_key: str, container: str, resource: str, response: Mapping[str, Any]) -> None:
+        """Keep the plugin's Allocate answer (envs, mounts, devices, ...) for a container."""
+        with self._lock:
+            self.responses.setdefault(pod_key, {}).setdefault(container, {})[resource] = dict(response)
+
+    def container_envs(self, pod_key: str, container: str) -> dict[str, str]:
+        """The environment the plugins' Allocate answers give a container."""
+        with self._lock:
+            envs: dict[str, str] = {}
+            for resp in self.responses.get(pod_key, {}).get(container, {}).values():
+                envs.update(resp.get("envs", {}))
+            return envs
+
+    def release_container(self, pod_key: str, container: str, resource: str | None = None) -> None:
+        """Forget one container's devices (all resources, or one), e.g. after a failed Allocate."""
+        with self._lock:
+            for book in (self.held, self.responses):
+                ctrs = book.get(pod_key, {})
+                per = ctrs.get(container, {})
+                if resource is None:
+                    per.clear()
+                else:
+                    per.pop(resource, None)
+                if not per:
+                    ctrs.pop(container, None)
+                if not ctrs:
+                    book.pop(pod_key, None)
+
+    def release(self, pod_key: str) -> None:
+        with self._lock:
+            self.held.pop(pod_key, None)
+            self.responses.pop(pod_key, None)
+
+    def allocations(self, pod_key: str) -> dict[str, dict[str, list[str]]]:
+        """container -> resource -> device IDs held by the pod."""
+        with self._lock:
+            return {c: {r: list(ids) for r, ids in per.items()} for c, per in self.held.get(pod_key, {}).items()}
+
+    def pod_devices(self, pod_key: str) -> dict[str, list[str]]:
+        """resource -> every device ID the pod's containers hold."""
+        with self._lock:
+            out: dict[str, list[str]] = {}
+            for per in self.held.get(pod_key, {}).values():
+                for r, ids in per.items():
+                    out.setdefault(r, []).extend(ids)
+            return out
+
+
+class _DevicesView(Mapping):
+    """``DeviceManager.devices``: cheap membership tests, lists copied on access."""
+
+    def __init__(self, manager: DeviceManager):
+        self._m = manager
+
+    def __contains__(self, resource: object) -> bool:
+        return resource in self._m._live()
+
+    def __getitem__(self, resource: str) -> list[str]:
+        m = self._m
+        with m._lock:
+            if resource not in m._live():
+                raise KeyError(resource)
+            return list(m._health[resource])
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._m._live())
+
+    def __len__(self) -> int:
+        return len(self._m._live())
+
+    def __repr__(self) -> str:
+        return repr(dict(self))
