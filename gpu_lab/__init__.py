@@ -11,10 +11,34 @@ The public API is what ``__all__`` lists; everything else is private.
 
 from __future__ import annotations
 
-from .backends.base import Session
+import typing as _typing
+
 from .errors import GpuLabError, InvalidObject
-from .model.scenario import Scenario, load_scenario
-from .sim.explain import Explanation
+
+if _typing.TYPE_CHECKING:
+    from .backends.base import Session
+    from .model.scenario import Scenario, load_scenario
+    from .sim.explain import Explanation
+
+# Heavier parts (pandas, numpy) load on first use, so small entry points such as the
+# device-plugin process start fast.
+_LAZY = {
+    "Session": ("backends.base", "Session"),
+    "Scenario": ("model.scenario", "Scenario"),
+    "load_scenario": ("model.scenario", "load_scenario"),
+    "Explanation": ("sim.explain", "Explanation"),
+}
+
+
+def __getattr__(name: str) -> _typing.Any:
+    if name in _LAZY:
+        from importlib import import_module
+
+        module, attr = _LAZY[name]
+        value = getattr(import_module(f".{module}", __name__), attr)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'gpu_lab' has no attribute {name!r}")
 
 __version__ = "0.1.0"
 BACKENDS = ("sim", "local", "kind", "kubeconfig")

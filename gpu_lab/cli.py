@@ -66,6 +66,12 @@ def cmd_controlplane(args) -> int:
     return main(args.rest)
 
 
+def cmd_device_plugin(args) -> int:
+    from .deviceplugin.plugin import main
+
+    return main(args.rest)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="gpu-lab", description="Kubernetes GPU scheduling, for real.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -93,14 +99,28 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--json", action="store_true")
     b.set_defaults(func=cmd_bench)
 
+    dp = sub.add_parser("device-plugin", help="run the fake NVIDIA device plugin (kubelet gRPC API v1beta1)",
+                        add_help=False)
+    dp.add_argument("rest", nargs=argparse.REMAINDER,
+                    help="--model H100-80GB --gpus 8 --plugin-dir DIR [--config FILE] [--node-name N]")
+    dp.set_defaults(func=cmd_device_plugin)
+
     cp = sub.add_parser("controlplane", help="build the real Kubernetes components from source")
     cp.add_argument("rest", nargs=argparse.REMAINDER, help="build [--components ...] [--force]")
     cp.set_defaults(func=cmd_controlplane)
     return p
 
 
+# Subcommands whose own parser takes every argument after the name (``--help`` included).
+_PASSTHROUGH = {"device-plugin": cmd_device_plugin, "controlplane": cmd_controlplane}
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in _PASSTHROUGH:
+        args = argparse.Namespace(rest=argv[1:], func=_PASSTHROUGH[argv[0]])
+    else:
+        args = build_parser().parse_args(argv)
     try:
         return args.func(args)
     except GpuLabError as e:
