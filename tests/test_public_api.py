@@ -121,3 +121,41 @@ spec: {containers: [{name: c, image: x, resources: {limits: {nvidia.com/gpu: 1}}
     assert pods.loc["b", "message"] == ("Pod was rejected: Node didn't have enough resource: nvidia.com/gpu, "
                                         "requested: 1, used: 1, capacity: 1")
     assert (lab.snapshot.requested <= lab.snapshot.allocatable).all()
+
+
+def test_time_slicing_refuses_more_than_one_replica_like_the_plugin():
+    lab = gpu_lab.connect("sim")
+    lab.apply("""
+apiVersion: gpulab.dev/v1alpha1
+kind: NodePool
+metadata: {name: l4}
+spec:
+  count: 1
+  gpu: {model: L4, count: 1}
+  cpu: "16"
+  memory: 64Gi
+  devicePlugin:
+    version: v1
+    sharing:
+      timeSlicing:
+        failRequestsGreaterThanOne: true
+        resources: [{name: nvidia.com/gpu, replicas: 4}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: one}
+spec: {containers: [{name: c, image: x, resources: {limits: {nvidia.com/gpu: 1}}}]}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: two}
+spec: {containers: [{name: c, image: x, resources: {limits: {nvidia.com/gpu: 2}}}]}
+""")
+    pods = lab.schedule().set_index("name")
+    assert lab.nodes().loc[0, "nvidia.com/gpu allocatable"] == 4
+    assert pods.loc["one", "phase"] == "Running"
+    assert pods.loc["one", "devices"]["nvidia.com/gpu"][0].endswith("::0")
+    # the scheduler places it (2 of 4 replicas free), the plugin's Allocate refuses it
+    assert pods.loc["two", "phase"] == "Failed" and pods.loc["two", "reason"] == "UnexpectedAdmissionError"
+    assert "maximum request size for shared resources is 1; found 2" in pods.loc["two", "message"]
+    assert lab.snapshot.requested[0, lab.snapshot.rindex["nvidia.com/gpu"]] == 1

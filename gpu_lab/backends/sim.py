@@ -15,7 +15,8 @@ from typing import Any
 
 import pandas as pd
 
-from ..deviceplugin.manager import DeviceManager
+from ..deviceplugin.config import DevicePluginConfig, allocation_problem, parse_config
+from ..deviceplugin.manager import DeviceAllocationError, DeviceManager
 from ..errors import GpuLabError
 from ..model.objects import Node, Pod, stable_uid
 from ..model.quantity import format_quantity
@@ -89,6 +90,7 @@ class SimSession(Session):
         self._event_seq = 0
         self.snapshot = Snapshot()
         self.devices: dict[str, DeviceManager] = {}
+        self._plugin_configs: dict[str, DevicePluginConfig] = {}
         self.scheduler = Scheduler.from_config(None, self.snapshot, self.seed, self.deterministic, self.record)
 
     # ------------------------------------------------------------- apply
@@ -225,10 +227,23 @@ class SimSession(Session):
         i = self.snapshot.index[node]
         pod = rec.pod
         dm = self.devices[node]
-        for c in pod.containers:
-            for r, v in c.requests.items():
-                if r in dm.devices and v > 0:
-                    dm.allocate(pod.key, c.name, r, v)
+        try:
+            # The kubelet picks devices per container, then the plugin's Allocate
+            # validates them exactly as NVIDIA's does (e.g. failRequestsGreaterThanOne).
+            for c in pod.containers:
+                for r, v in c.requests.items():
+                    if r in dm.devices and v > 0:
+                        ids = dm.allocate(pod.key, c.name, r, v)
+                        problem = allocation_problem(self._plugin_config(node), ids, dm.devices[r])
+                        if problem:
+                            raise DeviceAllocationError(
+                                f'rpc error: code = Unknown desc = invalid allocation request for "{r}": '
+                                f"invalid request: {problem}")
+        except DeviceAllocationError as err:
+            dm.release(pod.key)
+            self.scheduler.forget_nomination(pod)
+            rec.node, rec.phase, rec.reason, rec.message = node, "Failed", err.reason, err.admission_message
+            return
         self.snapshot.add_pod(pod, i)
         self.scheduler.forget_nomination(pod)
         rec.node, rec.phase, rec.reason, rec.message = node, "Running", "", ""
@@ -240,6 +255,15 @@ class SimSession(Session):
         if dur:
             self._event_seq += 1
             heapq.heappush(self._events, (self.clock + parse_duration(dur), self._event_seq, pod.key))
+
+    def _plugin_config(self, node: str) -> DevicePluginConfig:
+        """The node's NVIDIA device-plugin config (NodePool spec.devicePlugin; defaults otherwise)."""
+        cfg = self._plugin_configs.get(node)
+        if cfg is None:
+            spec = self._nodes[node].raw.get("nodePool") or {}
+            cfg = parse_config(spec.get("devicePlugin"), f'NodePool "{self._nodes[node].pool}": spec.devicePlugin')
+            self._plugin_configs[node] = cfg
+        return cfg
 
     def _release(self, rec: PodRecord) -> None:
         if rec.node is not None and rec.pod.key in self.snapshot.pod_node:

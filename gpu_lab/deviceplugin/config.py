@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Container
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -198,3 +199,21 @@ def _bool(block: dict, key: str, default: bool, prefix: str, fail) -> bool:
     if not isinstance(val, bool):
         fail(f"{prefix}{key}", f"Invalid value: {val!r}: must be true or false")
     return val
+
+
+def allocation_problem(config: DevicePluginConfig, ids: list[str], known: Container[str]) -> str | None:
+    """NVIDIA's ``ValidateRequest`` for one container: why Allocate must refuse, or None.
+
+    Unknown device IDs are refused; so is more than one replica of a shared GPU
+    when MPS is used or time-slicing sets ``failRequestsGreaterThanOne``. The
+    plugin and the simulator both ask this, so they refuse the same requests.
+    """
+    for d in ids:
+        if d not in known:
+            return f"unknown device: {d}"
+    sharing = config.sharing
+    replicated = any("::" in d for d in ids)
+    limit = sharing.strategy == "mps" or sharing.fail_requests_greater_than_one
+    if replicated and len(ids) > 1 and limit:
+        return f"maximum request size for shared resources is 1; found {len(ids)}"
+    return None

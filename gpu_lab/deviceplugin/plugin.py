@@ -69,7 +69,7 @@ from ..errors import GpuLabError
 from ..gpus.catalog import GpuModel, get_model
 from ..model.objects import stable_uid
 from . import stubs
-from .config import DevicePluginConfig, load_config, parse_config
+from .config import DevicePluginConfig, allocation_problem, load_config, parse_config
 from .manager import (
     HEALTHY,
     UNHEALTHY,
@@ -289,15 +289,8 @@ class ResourceServer:
 
     # Allocate's answer ----------------------------------------------------
     def validate(self, ids: list[str]) -> str | None:
-        """NVIDIA's ``ValidateRequest``: known IDs; at most one replica when sharing forbids more."""
-        for d in ids:
-            if d not in self._health:
-                return f"unknown device: {d}"
-        sharing = self.config.sharing
-        limit = sharing.strategy == "mps" or sharing.fail_requests_greater_than_one
-        if self.replicated and len(ids) > 1 and limit:
-            return f"maximum request size for shared resources is 1; found {len(ids)}"
-        return None
+        """NVIDIA's ``ValidateRequest`` (shared with the simulator)."""
+        return allocation_problem(self.config, ids, self._health)
 
     def container_response(self, ids: list[str]):
         cfg = self.config
