@@ -27,14 +27,37 @@ NVIDIA/k8s-device-plugin (GFD lives there since v0.15):
   least one entry in ``resources``; ``renameByDefault`` names the resource
   ``<name>.shared``. Time-slicing and MPS are mutually exclusive (README).
 
-MIG-enabled GPUs (``-MIG-<profile>`` products, mixed-strategy
-``nvidia.com/mig-<profile>.*`` labels) are a later addition; the keyword
-arguments are already here so callers will not change.
+MIG (``internal/lm/mig-strategy.go``, ``resource.go``, ``internal/rm/device_map.go``):
+
+* Every GPU, MIG-enabled or not, counts in ``nvidia.com/gpu.count``. When all
+  GPUs have MIG enabled the whole-GPU labels carry no sharing: ``replicas=0``,
+  ``sharing-strategy=none``, the plain product.
+* ``none``: the plugin still advertises MIG-enabled GPUs as whole
+  ``nvidia.com/gpu`` devices (it skips MIG-enabled GPUs only under single and
+  mixed), but a container handed one sees no usable CUDA device because no MIG
+  device was exposed to it. ``GpuNodeState.warnings`` says so.
+* ``single``: every GPU must have MIG enabled with instances of one profile;
+  they are advertised as ``nvidia.com/gpu`` (count = instances) and the
+  ``nvidia.com/gpu.*`` labels describe one instance: product
+  ``<product>-MIG-<profile>``, ``memory`` in MiB, ``multiprocessors``,
+  ``slices.gi``, ``slices.ci``, ``engines.{copy,decoder,encoder,jpeg,ofa}``.
+  Otherwise GFD writes ``<product>-MIG-INVALID`` with count, replicas and
+  memory 0 and the plugin refuses to start (nothing advertised).
+* ``mixed``: ``nvidia.com/mig-<profile>`` per profile (``+me`` written
+  ``.me``) with the same label set under ``nvidia.com/mig-<profile>.*``;
+  whole GPUs without MIG stay ``nvidia.com/gpu``. A MIG-enabled GPU with no
+  instances makes the plugin fail to start.
+* Time-slicing applies per resource name (``nvidia.com/mig-1g.10gb`` may be
+  replicated); MPS is refused on MIG-enabled GPUs, as the plugin does.
+* Fake device IDs: ``GPU-<uuid>`` per GPU and ``MIG-<uuid>`` per instance,
+  derived from node, GPU index, profile and first memory slice, so the same
+  layout always gets the same IDs; replicas append ``::<n>``.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import GpuLabError
@@ -51,25 +74,39 @@ class Sharing:
     """The part of a device-plugin ``sharing:`` block that shapes a node."""
 
     strategy: str = "none"  # none | time-slicing | mps
-    replicas: int = 1  # per physical GPU
+    replicas: int = 1  # per physical GPU (the nvidia.com/gpu entry)
     renamed: bool = False  # renameByDefault: advertise <resource>.shared
     fail_requests_greater_than_one: bool = False
+    # Every replicated resource, e.g. (("nvidia.com/gpu", 4), ("nvidia.com/mig-1g.10gb", 2)).
+    resources: tuple[tuple[str, int], ...] = field(default=(), compare=False)
 
     @property
     def resource(self) -> str:
         """The extended resource whole GPUs are advertised as."""
-        return f"{GPU_RESOURCE}.shared" if self.renamed else GPU_RESOURCE
+        return self.advertised(GPU_RESOURCE)
 
     @property
     def shared(self) -> bool:
         return self.strategy != "none" and self.replicas > 1
 
+    def replicas_for(self, resource: str) -> int:
+        """Replicas of one device of ``resource`` (1 when it is not shared)."""
+        if self.strategy == "none":
+            return 1
+        if resource == GPU_RESOURCE:
+            return self.replicas
+        return dict(self.resources).get(resource, 1)
+
+    def advertised(self, resource: str) -> str:
+        """The name ``resource`` is advertised under (``<name>.shared`` when renamed)."""
+        return f"{resource}.shared" if self.renamed and self.replicas_for(resource) > 1 else resource
+
 
 def parse_sharing(raw: Any, where: str = "sharing") -> Sharing:
     """Read the device plugin's ``sharing:`` section (``timeSlicing`` or ``mps``).
 
-    Only the ``nvidia.com/gpu`` entry matters for whole GPUs; entries for MIG
-    resources are accepted and left for the MIG support to use.
+    ``replicas`` is the ``nvidia.com/gpu`` entry; entries for MIG resources
+    (``nvidia.com/mig-1g.10gb``) are kept in ``resources`` for the mixed strategy.
     """
     if raw is None:
         return Sharing()
@@ -89,13 +126,13 @@ def parse_sharing(raw: Any, where: str = "sharing") -> Sharing:
         raise GpuLabError(f"{here}: must be a mapping")
     rename = block.get("renameByDefault", False)
     fail = block.get("failRequestsGreaterThanOne", key == "mps")  # MPS defaults to true
-    for field, val in (("renameByDefault", rename), ("failRequestsGreaterThanOne", fail)):
+    for fld, val in (("renameByDefault", rename), ("failRequestsGreaterThanOne", fail)):
         if not isinstance(val, bool):
-            raise GpuLabError(f"{here}.{field}: must be true or false")
+            raise GpuLabError(f"{here}.{fld}: must be true or false")
     resources = block.get("resources")
     if not isinstance(resources, list) or not resources:
         raise GpuLabError(f"{here}.resources: no resources specified")
-    replicas = 1
+    replicated: dict[str, int] = {}
     for i, res in enumerate(resources):
         at = f"{here}.resources[{i}]"
         if not isinstance(res, dict) or not res.get("name"):
@@ -106,14 +143,27 @@ def parse_sharing(raw: Any, where: str = "sharing") -> Sharing:
                               else f"{at}.replicas: must be an integer")
         if n < 2:
             raise GpuLabError(f"{at}.replicas: number of replicas must be >= 2")
-        for field in ("rename", "devices"):
-            if field in res and not (field == "devices" and res[field] == "all"):
-                raise GpuLabError(f"{at}.{field}: not supported (sharing applies to every GPU of the node)")
-        if res["name"] == GPU_RESOURCE:
-            replicas = n
-    if replicas == 1:
-        return Sharing()
-    return Sharing(_CONFIG_KEY[key], replicas, rename, fail)
+        for fld in ("rename", "devices"):
+            if fld in res and not (fld == "devices" and res[fld] == "all"):
+                raise GpuLabError(f"{at}.{fld}: not supported (sharing applies to every GPU of the node)")
+        name = res["name"]
+        if name != GPU_RESOURCE and not str(name).startswith("nvidia.com/mig-"):
+            raise GpuLabError(f'{at}.name: unsupported resource "{name}" (nvidia.com/gpu or nvidia.com/mig-<profile>)')
+        if name in replicated:
+            raise GpuLabError(f'{at}.name: resource "{name}" is listed twice')
+        replicated[name] = n
+    return Sharing(_CONFIG_KEY[key], replicated.get(GPU_RESOURCE, 1), rename, fail,
+                   tuple(replicated.items()))
+
+
+@dataclass(frozen=True)
+class GpuNodeState:
+    """What GFD, the device plugin and the MIG manager put on a GPU node."""
+
+    labels: dict[str, str]
+    capacity: dict[str, int]  # extended resources, as the kubelet shows them
+    devices: dict[str, list[str]]  # resource -> device IDs in ListAndWatch order
+    warnings: tuple[str, ...] = ()
 
 
 def gfd_labels(
@@ -125,43 +175,183 @@ def gfd_labels(
     replicas: int = 1,
     sharing_strategy: str = "none",
     machine: str | None = None,
+    mig_layouts: Sequence[Mapping[str, int] | None] | None = None,
 ) -> dict[str, str]:
-    """Labels GFD and the GPU Operator put on a node with ``count`` whole GPUs.
+    """Labels GFD and the GPU Operator put on a node with ``count`` GPUs.
 
     Sharing comes either from ``sharing`` (a ``Sharing`` or the device-plugin
     ``sharing:`` mapping, which can also rename the resource) or from the
     ``replicas``/``sharing_strategy`` shorthand, not both. ``machine`` is the
     optional ``nvidia.com/gpu.machine`` (the host's DMI product name, e.g. an
-    EC2 instance type). A node without GPUs gets no labels, as GFD writes none.
+    EC2 instance type). ``mig_layouts`` gives each GPU's MIG instances
+    (``None`` = MIG disabled, ``{}`` = enabled without instances). A node
+    without GPUs gets no labels, as GFD writes none.
     """
+    share = _sharing(sharing, replicas, sharing_strategy)
+    return gpu_node_state("node", model, count, sharing=share, mig_strategy=mig_strategy,
+                          machine=machine, mig_layouts=mig_layouts).labels
+
+
+def gpu_node_state(
+    node: str,
+    model: GpuModel | str,
+    count: int,
+    *,
+    sharing: Sharing | dict | None = None,
+    mig_strategy: str = "none",
+    mig_layouts: Sequence[Mapping[str, int] | None] | None = None,
+    machine: str | None = None,
+) -> GpuNodeState:
+    """Labels, advertised resources and device IDs of node ``node`` with ``count`` GPUs.
+
+    This is the single place that decides what a GPU node looks like; the
+    NodePool expansion and MIG reconfiguration both call it.
+    """
+    # Imported here: gpu_lab.model imports this module at import time.
+    from ..model.objects import stable_uid
+
     model = get_model(model)
     if isinstance(count, bool) or not isinstance(count, int) or count < 0:
         raise GpuLabError(f"GPU count must be a non-negative integer, got {count!r}")
     if mig_strategy not in MIG_STRATEGIES:
         raise GpuLabError(f'unknown MIG strategy "{mig_strategy}" (choose from {", ".join(MIG_STRATEGIES)})')
-    share = _sharing(sharing, replicas, sharing_strategy)
+    share = sharing if isinstance(sharing, Sharing) else parse_sharing(sharing)
     if count == 0:
-        return {}
-    product = model.product + ("-SHARED" if share.shared and not share.renamed else "")
+        return GpuNodeState({}, {}, {})
+    placements = _placements(model, count, mig_layouts)
+    enabled = [g for g, p in enumerate(placements) if p is not None]
+    full = [g for g, p in enumerate(placements) if p is None]
+
     labels = {
         "nvidia.com/gpu.present": "true",
-        "nvidia.com/gpu.product": product,
-        "nvidia.com/gpu.memory": str(model.memory_mib),
-        "nvidia.com/gpu.count": str(count),
-        "nvidia.com/gpu.family": model.family,
-        "nvidia.com/gpu.compute.major": str(model.compute_major),
-        "nvidia.com/gpu.compute.minor": str(model.compute_minor),
-        "nvidia.com/gpu.replicas": str(share.replicas),
-        "nvidia.com/gpu.sharing-strategy": share.strategy if share.shared else "none",
         "nvidia.com/gpu.mode": "compute",
         "nvidia.com/mig.capable": str(model.mig_capable).lower(),
         "nvidia.com/mps.capable": str(share.strategy == "mps").lower(),
     }
-    if mig_strategy != "none":
-        labels["nvidia.com/mig.strategy"] = mig_strategy
+    # Whole-GPU labels: every GPU counts; sharing shows only when some GPU has MIG off.
+    labels.update(_resource_labels(GPU_RESOURCE, model.product, count, share if full else None,
+                                   {"memory": model.memory_mib, "family": model.family,
+                                    "compute.major": model.compute_major,
+                                    "compute.minor": model.compute_minor}))
     if machine:
         labels["nvidia.com/gpu.machine"] = "-".join(str(machine).split())
+
+    gpu_ids = [f"GPU-{stable_uid(node, str(g))}" for g in range(count)]
+
+    def mig_ids(gpus, profile=None):
+        return [f"MIG-{stable_uid(node, str(g), s.profile, str(s.start))}"
+                for g in gpus for s in placements[g].slots if profile in (None, s.profile)]
+
+    resources: dict[str, list[str]] = {}
+    warnings: list[str] = []
+    if mig_strategy == "none":
+        resources[GPU_RESOURCE] = gpu_ids
+        if enabled:
+            warnings.append(f"migStrategy none: {_gpus(enabled)} MIG enabled; the device plugin still "
+                            "advertises them as nvidia.com/gpu, but a container given one sees no "
+                            "usable CUDA device (no MIG device is exposed to it)")
+    elif mig_strategy == "single":
+        labels["nvidia.com/mig.strategy"] = "single"
+        problem = None
+        if enabled:
+            kinds = {s.profile for g in enabled for s in placements[g].slots}
+            if any(not placements[g].slots for g in enabled):
+                problem = "at least one MIG device is enabled but empty"
+            elif full:
+                problem = "devices with MIG enabled and disable detected"
+            elif len(kinds) != 1:
+                problem = "more than one MIG device type present on node"
+        if problem:
+            labels.update({f"{GPU_RESOURCE}.product": f"{model.product}-MIG-INVALID",
+                           f"{GPU_RESOURCE}.count": "0", f"{GPU_RESOURCE}.replicas": "0",
+                           f"{GPU_RESOURCE}.memory": "0"})
+            warnings.append(f"migStrategy single: {problem}; GFD labels the node "
+                            f"{model.product}-MIG-INVALID and the device plugin advertises no GPUs")
+        elif enabled:
+            (name,) = kinds
+            p = _mig_profile(model, name)
+            ids = mig_ids(enabled)
+            resources[GPU_RESOURCE] = ids
+            labels.update(_resource_labels(GPU_RESOURCE, f"{model.product}-MIG-{p.label_name}",
+                                           len(ids), share, p.attributes()))
+        else:
+            resources[GPU_RESOURCE] = gpu_ids
+    else:  # mixed
+        labels["nvidia.com/mig.strategy"] = "mixed"
+        if full:
+            resources[GPU_RESOURCE] = [gpu_ids[g] for g in full]
+        for p in _mig_profiles(model) if enabled else ():
+            ids = mig_ids(enabled, p.name)
+            if ids:
+                resources[p.resource] = ids
+                labels.update(_resource_labels(p.resource, f"{model.product}-MIG-{p.label_name}",
+                                               len(ids), share, p.attributes()))
+        empty = [g for g in enabled if not placements[g].slots]
+        if empty:
+            resources = {}
+            warnings.append(f"migStrategy mixed: {_gpus(empty)} MIG enabled but no MIG devices; the "
+                            "device plugin fails to start (at least one device with migEnabled=true "
+                            "was not configured correctly) and advertises nothing")
+
+    if enabled and share.strategy == "mps":
+        resources = {}
+        warnings.append(f"MPS sharing is not supported for MIG devices ({_gpus(enabled)} MIG enabled); "
+                        "the device plugin fails to start and advertises nothing")
+    devices: dict[str, list[str]] = {}
+    for res, ids in resources.items():
+        n = share.replicas_for(res)
+        devices[share.advertised(res)] = [f"{i}::{r}" for i in ids for r in range(n)] if n > 1 else list(ids)
+    capacity = {res: len(ids) for res, ids in devices.items()}
+    return GpuNodeState(labels, capacity, devices, tuple(warnings))
+
+
+def _gpus(indexes: list[int]) -> str:
+    if len(indexes) == 1:
+        return f"GPU {indexes[0]} has"
+    return f"GPUs {', '.join(map(str, indexes))} have"
+
+
+def _resource_labels(resource: str, product: str, count: int, share: Sharing | None,
+                     extra: dict[str, Any]) -> dict[str, str]:
+    """``resourceLabeler.baseLabeler`` plus extra keys; ``share=None`` means sharing disabled."""
+    replicas = 0 if share is None else share.replicas_for(resource)
+    shared = share is not None and replicas > 1
+    if shared and not share.renamed:
+        product += "-SHARED"
+    labels = {
+        f"{resource}.product": product,
+        f"{resource}.count": str(count),
+        f"{resource}.replicas": str(replicas),
+        f"{resource}.sharing-strategy": share.strategy if shared else "none",
+    }
+    labels.update({f"{resource}.{k}": str(v) for k, v in extra.items()})
     return labels
+
+
+def _mig_profiles(model: GpuModel):
+    from .mig import profiles
+
+    return profiles(model)
+
+
+def _mig_profile(model: GpuModel, name: str):
+    from .mig import geometry
+
+    return geometry(model).profile(name)
+
+
+def _placements(model: GpuModel, count: int, layouts) -> list:
+    """Each GPU's MIG placement (None when MIG is off), validated against the geometry."""
+    if layouts is None:
+        return [None] * count
+    from .mig import validate_layout
+
+    layouts = list(layouts)
+    if len(layouts) != count:
+        raise GpuLabError(f"MIG layouts: {len(layouts)} given for {count} GPUs")
+    if any(lay is not None for lay in layouts) and not model.mig_capable:
+        raise GpuLabError(f"{model.name} GPUs do not support MIG")
+    return [None if lay is None else validate_layout(model, lay) for lay in layouts]
 
 
 def _sharing(sharing: Sharing | dict | None, replicas: int, strategy: str) -> Sharing:
@@ -175,4 +365,4 @@ def _sharing(sharing: Sharing | dict | None, replicas: int, strategy: str) -> Sh
         raise GpuLabError(f"replicas must be a positive integer, got {replicas!r}")
     if (strategy == "none") != (replicas == 1):
         raise GpuLabError(f'sharing strategy "{strategy}" needs replicas {"of 1" if strategy == "none" else ">= 2"}')
-    return Sharing(strategy, replicas)
+    return Sharing(strategy, replicas, resources=((GPU_RESOURCE, replicas),) if replicas > 1 else ())

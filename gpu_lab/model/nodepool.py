@@ -18,8 +18,24 @@ labels, the same capacity, the same device IDs. ``NodePool`` is our own kind:
       instanceType: p5.48xlarge      # optional: node.kubernetes.io/instance-type
       labels: {}                     # applied last, so they can override
       taints: []                     # [{key, value, effect}]
-      devicePlugin: {version: v1, flags: {migStrategy: none}}  # NVIDIA plugin config, verbatim
-      mig: {config: all-disabled}    # mig-parted config name (MIG itself comes later)
+      devicePlugin: {version: v1, flags: {migStrategy: mixed}}  # NVIDIA plugin config, verbatim
+      mig: {config: all-balanced}    # mig-parted config name, applied to every node of the pool
+
+``mig.config`` names one of NVIDIA's predefined mig-parted configs for the GPU
+model (``all-disabled``, ``all-enabled``, ``all-<profile>``, ``all-balanced``;
+see ``gpu_lab.gpus.migparted``) or, with ``mig.migParted`` holding a whole
+mig-parted file (``version: v1``, ``mig-configs: ...``), one of that file's
+configs. Every layout is checked against the MIG geometry. The node then
+shows what the GPU Operator leaves behind: ``nvidia.com/mig.config`` and
+``nvidia.com/mig.config.state=success``, and the resources, labels and
+``MIG-<uuid>`` device IDs the device plugin's ``migStrategy`` gives
+(``gpu_lab.gpus.labels.gpu_node_state``): ``single`` needs one profile on every
+GPU and advertises instances as ``nvidia.com/gpu``; ``mixed`` advertises
+``nvidia.com/mig-<profile>``; ``none`` keeps advertising whole GPUs (with a
+warning in ``Node.raw["warnings"]`` when MIG is on, since such a GPU is
+useless to a container). A pool whose plugin would refuse to start (single
+with several profiles, MIG enabled without instances under single/mixed,
+MPS on MIG) is an error.
 
 Capacity equals allocatable: there are no system reservations to teach here,
 and the scheduler only reads allocatable.
@@ -33,13 +49,16 @@ from typing import Any
 
 from ..errors import GpuLabError
 from ..gpus.catalog import get_model
-from ..gpus.labels import MIG_STRATEGIES, gfd_labels, parse_sharing
-from .objects import TAINT_EFFECTS, Node, Taint, is_extended_resource, stable_uid
+from ..gpus.labels import MIG_STRATEGIES, GpuNodeState, gpu_node_state, parse_sharing
+from ..gpus.migparted import MigPartedError, resolve
+from .objects import TAINT_EFFECTS, Node, Taint, is_extended_resource
 from .quantity import QuantityError, milli_value, parse_quantity, value
 
 API_VERSION = "gpulab.dev/v1alpha1"
 KIND = "NodePool"
 POOL_LABEL = "gpulab.dev/pool"
+MIG_CONFIG_LABEL = "nvidia.com/mig.config"  # set by the user; the GPU Operator's MIG manager acts on it
+MIG_STATE_LABEL = "nvidia.com/mig.config.state"  # written by the MIG manager
 DEFAULT_PODS = 110
 DEFAULT_EPHEMERAL_STORAGE = "100Gi"
 SPEC_FIELDS = ("count", "gpu", "cpu", "memory", "ephemeralStorage", "pods", "instanceType",
@@ -67,11 +86,24 @@ def expand_node_pool(raw: dict[str, Any]) -> list[Node]:
     return [pool.node(i) for i in range(pool.count)]
 
 
+def pool_gpu_state(node_name: str, pool_name: str, spec: dict[str, Any], *,
+                   strict: bool = True) -> tuple[GpuNodeState, str | None, list | None]:
+    """The GPU side of one node of a pool: (state, MIG config name, per-GPU MIG layouts).
+
+    With ``strict=False`` a layout the device plugin would refuse is not an
+    error: the state shows what a real node shows then (``-MIG-INVALID``
+    labels, nothing advertised, warnings). MIG reconfiguration uses this.
+    """
+    pool = _Pool(pool_name, spec, strict=strict)
+    return pool.gpu_state(node_name), pool.mig_config, pool.mig_layouts
+
+
 class _Pool:
     """One NodePool's spec, checked field by field; errors name pool and field."""
 
-    def __init__(self, name: str, spec: Any):
+    def __init__(self, name: str, spec: Any, strict: bool = True):
         self.name = name
+        self.strict = strict
         if not re.fullmatch(_DNS1123_LABEL, name):
             self.fail("metadata.name", f'Invalid value: "{name}": a lowercase RFC 1123 label must '
                       "consist of lower case alphanumeric characters or '-', and must start and end "
@@ -155,6 +187,7 @@ class _Pool:
 
     def read_device_plugin(self, config: Any) -> None:
         self.device_plugin = config
+        self.mig_strategy = "none"
         if config is None:
             self.sharing = parse_sharing(None)
             return
@@ -167,15 +200,17 @@ class _Pool:
         if strategy not in MIG_STRATEGIES:
             self.fail("spec.devicePlugin.flags.migStrategy",
                       f'Unsupported value: "{strategy}": supported values: "none", "single", "mixed"')
-        if strategy != "none":
-            self.mig_unsupported()
+        self.mig_strategy = strategy
         try:
             self.sharing = parse_sharing(config.get("sharing"), "spec.devicePlugin.sharing")
         except GpuLabError as err:
             raise GpuLabError(f'NodePool "{self.name}": {err}') from None
+        if self.sharing.strategy == "mps" and strategy == "mixed":
+            self.fail("spec.devicePlugin.flags.migStrategy",
+                      "using --mig-strategy=mixed is not supported with MPS")
 
     def read_mig(self, mig: Any) -> None:
-        self.mig_config = None
+        self.mig_config, self.mig_layouts = None, None
         if mig is None:
             return
         if not isinstance(mig, dict):
@@ -185,12 +220,66 @@ class _Pool:
             self.fail(f"spec.mig.{unknown[0]}", "unknown field (known: config, migParted)")
         if self.model is not None and not self.model.mig_capable:
             self.fail("spec.mig", f"{self.model.name} GPUs do not support MIG")
-        if mig.get("config") != "all-disabled":
-            self.mig_unsupported()
-        self.mig_config = "all-disabled"
+        name, parted = mig.get("config"), mig.get("migParted")
+        if name is not None and not isinstance(name, str):
+            self.fail("spec.mig.config", f"Invalid value: {name!r}: must be a string")
+        if name is None and parted is None:
+            self.fail("spec.mig.config", "Required value")
+        if name is not None:
+            self.label_value("spec.mig.config", name)  # it becomes the nvidia.com/mig.config label
+        if self.model is None or not self.gpus:
+            self.fail("spec.mig", "MIG needs GPUs (spec.gpu.model and spec.gpu.count)")
+        try:
+            if parted is None:
+                self.mig_layouts = resolve(self.model, self.gpus, name)
+            else:
+                if not isinstance(parted, dict):
+                    self.fail("spec.mig.migParted", "must be a mig-parted file (version: v1, mig-configs)")
+                self.mig_layouts = resolve(self.model, self.gpus, parted, name)
+                if name is None:
+                    name = next(iter(parted["mig-configs"]))
+        except MigPartedError as err:
+            field = "spec.mig.migParted" if parted is not None else "spec.mig.config"
+            msg = str(err).removeprefix("mig-parted config: ")
+            self.fail(field, msg)
+        self.mig_config = name
+        if self.strict:
+            self.check_plugin_starts()
 
-    def mig_unsupported(self):
-        raise GpuLabError(f'NodePool "{self.name}": MIG is not supported yet in this version of gpu-lab')
+    def check_plugin_starts(self) -> None:
+        """Refuse layouts the device plugin would refuse, rather than build a broken node."""
+        enabled = [(g, lay) for g, lay in enumerate(self.mig_layouts) if lay is not None]
+        if not enabled:
+            return
+        field = "spec.devicePlugin.flags.migStrategy"
+        if self.sharing.strategy == "mps":
+            self.fail("spec.devicePlugin.sharing.mps",
+                      f'MPS sharing is not supported for MIG devices (config "{self.mig_config}" '
+                      "enables MIG); use time-slicing or all-disabled")
+        empty = [g for g, lay in enabled if not lay]
+        if empty and self.mig_strategy != "none":
+            self.fail(field, f'{self.mig_strategy}: config "{self.mig_config}" leaves GPU {empty[0]} with '
+                      "MIG enabled and no MIG devices; the device plugin would fail to start")
+        if self.mig_strategy == "single":
+            kinds = sorted({p for _, lay in enabled for p in lay})
+            if len(enabled) < self.gpus:
+                off = next(g for g, lay in enumerate(self.mig_layouts) if lay is None)
+                self.fail(field, f'single: config "{self.mig_config}" leaves GPU {off} without MIG; '
+                          "every GPU must have MIG enabled with one profile (use mixed)")
+            if len(kinds) > 1:
+                self.fail(field, f'single: config "{self.mig_config}" creates {", ".join(kinds)}; '
+                          "every GPU must have instances of one profile (use mixed)")
+
+    def gpu_state(self, node_name: str) -> GpuNodeState:
+        if self.model is None or not self.gpus:
+            return GpuNodeState({}, {}, {})
+        state = gpu_node_state(node_name, self.model, self.gpus, sharing=self.sharing,
+                               mig_strategy=self.mig_strategy, mig_layouts=self.mig_layouts,
+                               machine=self.instance_type)
+        if self.mig_config:
+            state.labels[MIG_CONFIG_LABEL] = self.mig_config
+            state.labels[MIG_STATE_LABEL] = "success"
+        return state
 
     def node(self, i: int) -> Node:
         name = f"{self.name}-{i}"
@@ -204,17 +293,14 @@ class _Pool:
         labels[POOL_LABEL] = self.name
         capacity = dict(self.resources)
         devices: dict[str, list[str]] = {}
+        raw: dict[str, Any] = {"nodePool": copy.deepcopy(self.spec)}
         if self.model is not None and self.gpus:
-            labels.update(gfd_labels(self.model, self.gpus, sharing=self.sharing,
-                                     machine=self.instance_type))
-            if self.mig_config:
-                labels["nvidia.com/mig.config"] = self.mig_config
-                labels["nvidia.com/mig.config.state"] = "success"
-            uuids = [f"GPU-{stable_uid(name, str(g))}" for g in range(self.gpus)]
-            if self.sharing.shared:  # the plugin's replica IDs: <uuid>::<n>
-                uuids = [f"{u}::{r}" for u in uuids for r in range(self.sharing.replicas)]
-            capacity[self.sharing.resource] = len(uuids)
-            devices[self.sharing.resource] = uuids
+            state = self.gpu_state(name)
+            labels.update(state.labels)
+            capacity.update(state.capacity)
+            devices = state.devices
+            if state.warnings:
+                raw["warnings"] = list(state.warnings)
         labels.update(self.user_labels)
         return Node(
             name=name,
@@ -224,7 +310,7 @@ class _Pool:
             allocatable=dict(capacity),
             pool=self.name,
             devices=devices,
-            raw={"nodePool": copy.deepcopy(self.spec)},
+            raw=raw,
         )
 
 

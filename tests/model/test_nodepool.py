@@ -156,6 +156,71 @@ def test_rename_by_default_advertises_gpu_shared():
     assert n.labels["nvidia.com/gpu.product"] == "NVIDIA-H100-80GB-HBM3"
 
 
+MIG_UUID = re.compile(r"^MIG-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+
+
+def test_mig_mixed_strategy_pool():
+    n = expand_node_pool(pool(devicePlugin={"flags": {"migStrategy": "mixed"}}, mig={"config": "all-balanced"}))[0]
+    assert {r: q for r, q in n.capacity.items() if r.startswith("nvidia.com/")} == {
+        "nvidia.com/mig-3g.40gb": 8, "nvidia.com/mig-2g.20gb": 8, "nvidia.com/mig-1g.10gb": 16}
+    assert n.allocatable == n.capacity
+    assert "nvidia.com/gpu" not in n.capacity
+    assert n.labels["nvidia.com/mig.config"] == "all-balanced"
+    assert n.labels["nvidia.com/mig.config.state"] == "success"
+    assert n.labels["nvidia.com/mig.strategy"] == "mixed"
+    assert n.labels["nvidia.com/mig-1g.10gb.count"] == "16"
+    assert n.labels["nvidia.com/mig-1g.10gb.memory"] == "9984"
+    assert n.labels["nvidia.com/mig-3g.40gb.product"] == "NVIDIA-H100-80GB-HBM3-MIG-3g.40gb"
+    assert n.labels["nvidia.com/gpu.count"] == "8" and n.labels["nvidia.com/gpu.replicas"] == "0"
+    assert n.labels["team"] == "research"
+    ids = [i for ids in n.devices.values() for i in ids]
+    assert len(ids) == len(set(ids)) == 32 and all(MIG_UUID.match(i) for i in ids)
+    assert list(n.devices) == ["nvidia.com/mig-3g.40gb", "nvidia.com/mig-2g.20gb", "nvidia.com/mig-1g.10gb"]
+    other = expand_node_pool(pool(devicePlugin={"flags": {"migStrategy": "mixed"}}, mig={"config": "all-balanced"}))[1]
+    assert not set(ids) & {i for ids in other.devices.values() for i in ids}
+    assert "warnings" not in n.raw
+
+
+def test_mig_single_strategy_pool():
+    doc = pool(gpu={"model": "A100-40GB", "count": 8}, devicePlugin={"flags": {"migStrategy": "single"}},
+               mig={"config": "all-1g.5gb"})
+    n = expand_node_pool(doc)[0]
+    assert n.capacity["nvidia.com/gpu"] == 56
+    assert n.labels["nvidia.com/gpu.product"] == "NVIDIA-A100-SXM4-40GB-MIG-1g.5gb"
+    assert n.labels["nvidia.com/gpu.count"] == "56"
+    assert n.labels["nvidia.com/gpu.memory"] == "4864"
+    assert n.labels["nvidia.com/mig.strategy"] == "single"
+    assert n.labels["nvidia.com/mig.config"] == "all-1g.5gb"
+    assert all(MIG_UUID.match(i) for i in n.devices["nvidia.com/gpu"])
+
+
+def test_mig_parted_file_in_the_pool():
+    parted = {"version": "v1", "mig-configs": {"llm": [
+        {"devices": [0, 1], "mig-enabled": True, "mig-devices": {"4g.40gb": 1, "3g.40gb": 1}},
+        {"devices": [2, 3, 4, 5, 6, 7], "mig-enabled": False}]}}
+    n = expand_node_pool(pool(devicePlugin={"flags": {"migStrategy": "mixed"}}, mig={"migParted": parted}))[0]
+    assert {r: q for r, q in n.capacity.items() if r.startswith("nvidia.com/")} == {
+        "nvidia.com/gpu": 6, "nvidia.com/mig-4g.40gb": 2, "nvidia.com/mig-3g.40gb": 2}
+    assert n.labels["nvidia.com/mig.config"] == "llm"
+    assert n.devices["nvidia.com/gpu"][0] == "GPU-" + stable_uid("h100-0", "2")
+    assert n.labels["nvidia.com/gpu.replicas"] == "1"
+
+
+def test_mig_with_strategy_none_keeps_whole_gpus_and_warns():
+    n = expand_node_pool(pool(mig={"config": "all-1g.10gb"}))[0]
+    assert n.capacity["nvidia.com/gpu"] == 8
+    assert not any(k.startswith("nvidia.com/mig-") for k in n.capacity)
+    assert n.raw["warnings"][0].startswith("migStrategy none: GPUs 0, 1, 2, 3, 4, 5, 6, 7 have MIG enabled")
+
+
+def test_mig_time_sliced_instances():
+    plugin = {"flags": {"migStrategy": "mixed"},
+              "sharing": {"timeSlicing": {"resources": [{"name": "nvidia.com/mig-1g.10gb", "replicas": 4}]}}}
+    n = expand_node_pool(pool(devicePlugin=plugin, mig={"config": "all-1g.10gb"}))[0]
+    assert n.capacity["nvidia.com/mig-1g.10gb"] == 8 * 7 * 4
+    assert n.labels["nvidia.com/mig-1g.10gb.product"] == "NVIDIA-H100-80GB-HBM3-MIG-1g.10gb-SHARED"
+
+
 def test_mig_all_disabled_is_accepted():
     n = expand_node_pool(pool(mig={"config": "all-disabled"}))[0]
     assert n.labels["nvidia.com/mig.config"] == "all-disabled"
@@ -163,7 +228,6 @@ def test_mig_all_disabled_is_accepted():
     assert n.capacity["nvidia.com/gpu"] == 8
 
 
-MIG_TODO = 'NodePool "h100": MIG is not supported yet in this version of gpu-lab'
 KNOWN = "A100-40GB, A100-80GB, A10G, H100-80GB, H200-141GB, L4, L40S, T4"
 
 
@@ -213,9 +277,45 @@ KNOWN = "A100-40GB, A100-80GB, A10G, H100-80GB, H200-141GB, L4, L40S, T4"
          "label value must be no more than 63 characters and must consist of alphanumeric characters, '-', '_' or '.', "
          "and must start and end with an alphanumeric character (regex used for validation is "
          "'([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')"),
-        ({"mig": {"config": "all-balanced"}}, MIG_TODO),
-        ({"mig": {"migParted": {"version": "v1"}}}, MIG_TODO),
-        ({"devicePlugin": {"flags": {"migStrategy": "mixed"}}}, MIG_TODO),
+        ({"mig": {"config": "all-1g.5gb"}},
+         'NodePool "h100": spec.mig.config: unknown MIG config "all-1g.5gb" for H100-80GB (known: all-disabled, '
+         "all-enabled, all-1g.10gb, all-1g.10gb.me, all-1g.20gb, all-2g.20gb, all-3g.40gb, all-4g.40gb, "
+         "all-7g.80gb, all-balanced)"),
+        ({"mig": {}}, 'NodePool "h100": spec.mig.config: Required value'),
+        ({"mig": {"config": 7}}, 'NodePool "h100": spec.mig.config: Invalid value: 7: must be a string'),
+        ({"mig": {"migParted": {"version": "v1"}}},
+         'NodePool "h100": spec.mig.migParted: at least one entry in \'mig-configs\' is required'),
+        ({"mig": {"migParted": {"version": "v1", "mig-configs": {"two": [
+            {"devices": "all", "mig-enabled": True, "mig-devices": {"4g.40gb": 2}}]}}}},
+         'NodePool "h100": spec.mig.migParted: mig-configs.two[0].mig-devices: only one 4g.40gb fits on an '
+         "H100-80GB (max 1 instance: it can only start at memory slice 0); asked for 2"),
+        ({"mig": {"migParted": {"version": "v1", "mig-configs": {"a": [
+            {"devices": [8], "mig-enabled": False}]}}}},
+         'NodePool "h100": spec.mig.migParted: mig-configs.a[0]: devices: GPU 8 does not exist (the node has '
+         "8 GPUs, 0-7)"),
+        ({"devicePlugin": {"flags": {"migStrategy": "single"}}, "mig": {"config": "all-balanced"}},
+         'NodePool "h100": spec.devicePlugin.flags.migStrategy: single: config "all-balanced" creates 1g.10gb, '
+         "2g.20gb, 3g.40gb; every GPU must have instances of one profile (use mixed)"),
+        ({"devicePlugin": {"flags": {"migStrategy": "mixed"}}, "mig": {"config": "all-enabled"}},
+         'NodePool "h100": spec.devicePlugin.flags.migStrategy: mixed: config "all-enabled" leaves GPU 0 with '
+         "MIG enabled and no MIG devices; the device plugin would fail to start"),
+        ({"devicePlugin": {"flags": {"migStrategy": "single"}}, "mig": {"migParted": {"version": "v1",
+          "mig-configs": {"half": [{"devices": [0], "mig-enabled": True, "mig-devices": {"7g.80gb": 1}}]}}}},
+         'NodePool "h100": spec.devicePlugin.flags.migStrategy: single: config "half" leaves GPU 1 without MIG; '
+         "every GPU must have MIG enabled with one profile (use mixed)"),
+        ({"devicePlugin": {"sharing": {"mps": {"resources": [{"name": "nvidia.com/gpu", "replicas": 2}]}}},
+          "mig": {"config": "all-7g.80gb"}},
+         'NodePool "h100": spec.devicePlugin.sharing.mps: MPS sharing is not supported for MIG devices (config '
+         '"all-7g.80gb" enables MIG); use time-slicing or all-disabled'),
+        ({"devicePlugin": {"flags": {"migStrategy": "mixed"},
+                           "sharing": {"mps": {"resources": [{"name": "nvidia.com/gpu", "replicas": 2}]}}}},
+         'NodePool "h100": spec.devicePlugin.flags.migStrategy: using --mig-strategy=mixed is not supported with MPS'),
+        ({"gpu": None, "mig": {"config": "all-disabled"}},
+         'NodePool "h100": spec.mig: MIG needs GPUs (spec.gpu.model and spec.gpu.count)'),
+        ({"mig": {"config": "all balanced"}},
+         'NodePool "h100": spec.mig.config: Invalid value: "all balanced": a valid label value must be no more '
+         "than 63 characters and must consist of alphanumeric characters, '-', '_' or '.', and must start and end "
+         "with an alphanumeric character (regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')"),
         ({"devicePlugin": {"flags": {"migStrategy": "some"}}},
          'NodePool "h100": spec.devicePlugin.flags.migStrategy: Unsupported value: "some": '
          'supported values: "none", "single", "mixed"'),
