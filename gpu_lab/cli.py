@@ -72,6 +72,12 @@ def cmd_device_plugin(args) -> int:
     return main(args.rest)
 
 
+def cmd_mig(args) -> int:
+    from .gpus.mig_cli import main
+
+    return main(args.rest)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="gpu-lab", description="Kubernetes GPU scheduling, for real.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -105,6 +111,11 @@ def build_parser() -> argparse.ArgumentParser:
                     help="--model H100-80GB --gpus 8 --plugin-dir DIR [--config FILE] [--node-name N]")
     dp.set_defaults(func=cmd_device_plugin)
 
+    mig = sub.add_parser("mig", help="MIG layouts: validate, layouts, plan, configs", add_help=False)
+    mig.add_argument("rest", nargs=argparse.REMAINDER,
+                     help="validate --gpu MODEL PROFILE... | layouts --gpu MODEL | plan SERVICES.csv --gpu MODEL")
+    mig.set_defaults(func=cmd_mig)
+
     cp = sub.add_parser("controlplane", help="build the real Kubernetes components from source")
     cp.add_argument("rest", nargs=argparse.REMAINDER, help="build [--components ...] [--force]")
     cp.set_defaults(func=cmd_controlplane)
@@ -112,7 +123,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 # Subcommands whose own parser takes every argument after the name (``--help`` included).
-_PASSTHROUGH = {"device-plugin": cmd_device_plugin, "controlplane": cmd_controlplane}
+_PASSTHROUGH = {"device-plugin": cmd_device_plugin, "controlplane": cmd_controlplane, "mig": cmd_mig}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -18,6 +18,8 @@ import pandas as pd
 from ..deviceplugin.config import DevicePluginConfig, allocation_problem, parse_config
 from ..deviceplugin.manager import DeviceAllocationError, DeviceManager
 from ..errors import GpuLabError
+from ..gpus.reconfigure import reconfigure
+from ..model.nodepool import MIG_CONFIG_LABEL
 from ..model.objects import Node, Pod, stable_uid
 from ..model.quantity import format_quantity
 from ..model.scenario import load_documents, parse_scenario
@@ -297,6 +299,55 @@ class SimSession(Session):
         if seconds is not None:
             self.clock = target
         return self.pods()
+
+    def label_node(self, node: str, labels: dict[str, str | None], *, evict: bool = False) -> list[str]:
+        """``kubectl label node``: set (or, with None, remove) labels; returns evicted pods.
+
+        Changing ``nvidia.com/mig.config`` runs the MIG manager: the node's GPUs are
+        repartitioned, the device plugin re-advertises, and resources it no longer
+        serves drop to 0. Refused while pods hold the node's GPUs unless ``evict``.
+        """
+        if node not in self._nodes:
+            raise GpuLabError(f'nodes "{node}" not found')
+        current = self._nodes[node]
+        evicted: list[str] = []
+        wanted = labels.get(MIG_CONFIG_LABEL)
+        if wanted is not None and wanted != current.labels.get(MIG_CONFIG_LABEL):
+            holders = sorted(k for k, rec in self._records.items()
+                             if rec.node == node and rec.phase == "Running" and rec.devices)
+            result = reconfigure(current, wanted, pods_holding=holders, evict=evict)
+            if result.state == "failed":
+                raise GpuLabError(f'node "{node}": nvidia.com/mig.config={wanted}: {result.message}')
+            for key in result.evicted:
+                rec = self._records[key]
+                self._release(rec)
+                rec.phase, rec.reason = "Failed", "Evicted"
+                rec.message = f"evicted from {node} to apply nvidia.com/mig.config={wanted}"
+                evicted.append(key)
+            current = result.node
+            self.devices[node] = DeviceManager(_advertised_devices(current))
+            self._plugin_configs.pop(node, None)
+        new_labels = dict(current.labels)
+        for k, v in labels.items():
+            if k == MIG_CONFIG_LABEL:
+                continue
+            if v is None:
+                new_labels.pop(k, None)
+            else:
+                new_labels[k] = v
+        current.labels = new_labels
+        self._nodes[node] = current
+        self.snapshot.set_nodes(self._nodes.values())
+        self._run_queue()
+        return evicted
+
+    def cordon(self, node: str, unschedulable: bool = True) -> None:
+        """``kubectl cordon``: no new pods land on the node (``uncordon`` with False)."""
+        if node not in self._nodes:
+            raise GpuLabError(f'nodes "{node}" not found')
+        self._nodes[node].unschedulable = unschedulable
+        self.snapshot.touch_nodes()
+        self._run_queue()
 
     def delete(self, pod: str) -> None:
         """Delete a pod (``namespace/name`` or ``name`` in default); waiting pods get another try."""
