@@ -21,13 +21,13 @@ from ..errors import GpuLabError
 from ..gpus.reconfigure import reconfigure
 from ..model.nodepool import MIG_CONFIG_LABEL
 from ..model.objects import Node, Pod, stable_uid
-from ..model.quantity import format_quantity
 from ..model.scenario import load_documents, parse_scenario
 from ..sim.explain import Explanation, build_explanation
 from ..sim.plugins.defaultpreemption import lower_priority_nominated
 from ..sim.scheduler import Attempt, Scheduler
 from ..sim.snapshot import Snapshot
 from .base import Session, Source
+from .tables import NodeRow, PodRow, document, nodes_frame, pods_frame
 
 DURATION_ANNOTATION = "gpulab.dev/duration"
 # Events that can make a pod that failed on these plugins fit: another pod
@@ -383,64 +383,25 @@ class SimSession(Session):
             exp.notes.append(f"phase {rec.phase}: {rec.message}")
         return exp
 
-    def pods(self) -> pd.DataFrame:
+    def _pod_rows(self) -> list[PodRow]:
+        return [PodRow(r.pod.namespace, r.pod.name, r.node, r.phase, r.pod.priority, dict(r.pod.requests),
+                       r.devices, r.nominated_node, r.reason, r.message, r.start_time, r.end_time)
+                for r in self._records.values()]
+
+    def _node_rows(self) -> list[NodeRow]:
+        snap = self.snapshot
         rows = []
-        for rec in self._records.values():
-            p = rec.pod
-            rows.append({
-                "namespace": p.namespace, "name": p.name, "node": rec.node, "phase": rec.phase,
-                "priority": p.priority, "gpus": sum(v for r, v in p.requests.items() if r.startswith("nvidia.com/")),
-                "requests": {r: format_quantity(r, v) for r, v in p.requests.items()},
-                "devices": rec.devices, "nominated_node": rec.nominated_node, "reason": rec.reason,
-                "message": rec.message, "start": rec.start_time, "end": rec.end_time,
-            })
-        cols = ["namespace", "name", "node", "phase", "priority", "gpus", "requests", "devices",
-                "nominated_node", "reason", "message", "start", "end"]
-        df = pd.DataFrame(rows, columns=cols)
-        # keep None (not NaN) for pods without a node, whatever pandas' string default is
-        for c in ("node", "nominated_node"):
-            df[c] = pd.Series([r[c] for r in rows], dtype=object, index=df.index)
-        return df
+        for i, n in enumerate(snap.nodes):
+            requested = {res: int(snap.requested[i, snap.rindex[res]]) for res in snap.resources}
+            rows.append(NodeRow(n.name, n.pool, n.labels, n.taints, n.unschedulable, n.capacity,
+                                n.allocatable, requested))
+        return rows
+
+    def pods(self) -> pd.DataFrame:
+        return pods_frame(self._pod_rows())
 
     def nodes(self) -> pd.DataFrame:
-        snap = self.snapshot
-        rows = []
-        for i, n in enumerate(snap.nodes):
-            row = {
-                "name": n.name, "pool": n.pool,
-                "product": n.labels.get("nvidia.com/gpu.product"),
-                "pods": int(snap.requested[i, snap.rindex["pods"]]),
-                "cpu_requested": snap.requested[i, snap.rindex["cpu"]] / 1000,
-                "cpu_allocatable": snap.allocatable[i, snap.rindex["cpu"]] / 1000,
-                "memory_requested_gib": snap.requested[i, snap.rindex["memory"]] / 2**30,
-                "memory_allocatable_gib": snap.allocatable[i, snap.rindex["memory"]] / 2**30,
-            }
-            for r in snap.resources:
-                if r.startswith("nvidia.com/"):
-                    col = snap.rindex[r]
-                    row[f"{r} requested"] = int(snap.requested[i, col])
-                    row[f"{r} allocatable"] = int(snap.allocatable[i, col])
-            row["unschedulable"] = n.unschedulable
-            row["taints"] = ", ".join(f"{t.key}={t.value}:{t.effect}" if t.value else f"{t.key}:{t.effect}"
-                                      for t in n.taints)
-            rows.append(row)
-        return pd.DataFrame(rows)
+        return nodes_frame(self._node_rows())
 
     def to_dict(self) -> dict[str, Any]:
-        snap = self.snapshot
-        pods = [{
-            "namespace": r.pod.namespace, "name": r.pod.name, "node": r.node, "phase": r.phase,
-            "message": r.message, "requests": {k: format_quantity(k, v) for k, v in r.pod.requests.items()},
-            "devices": r.devices,
-        } for r in self._records.values()]
-        nodes = []
-        for i, n in enumerate(snap.nodes):
-            requested = {res: format_quantity(res, int(snap.requested[i, snap.rindex[res]]))
-                         for res in snap.resources if res in n.allocatable or snap.requested[i, snap.rindex[res]]}
-            nodes.append({
-                "name": n.name, "labels": dict(n.labels),
-                "capacity": {k: format_quantity(k, v) for k, v in n.capacity.items()},
-                "allocatable": {k: format_quantity(k, v) for k, v in n.allocatable.items()},
-                "requested": requested,
-            })
-        return {"backend": self.backend, "pods": pods, "nodes": nodes}
+        return document(self.backend, self._pod_rows(), self._node_rows())
