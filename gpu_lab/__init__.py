@@ -57,7 +57,7 @@ __all__ = [
 
 
 def connect(backend: str = "sim", *, seed: int | None = 0, deterministic: bool = False,
-            record: bool = True) -> Session:
+            record: bool = True, **options: _typing.Any) -> Session:
     """Open a session on a backend.
 
     ``sim`` (the default) is the embedded kube-scheduler model: instant, no
@@ -65,11 +65,19 @@ def connect(backend: str = "sim", *, seed: int | None = 0, deterministic: bool =
     nodes (as the real scheduler breaks ties at random); ``deterministic=True``
     picks the lowest node name instead. ``record=False`` keeps no per-pod
     explanation data (for large what-if studies).
+
+    ``local`` starts (or reconnects to) a real control plane built from source
+    (``gpu-lab controlplane build``) with simulated GPU nodes; ``options`` go to it
+    (``name``, ``root``, ``timeout``).
     """
     if backend == "sim":
         from .backends.sim import SimSession
 
         return SimSession(seed=seed, deterministic=deterministic, record=record)
+    if backend == "local":
+        from .backends.local.session import LocalSession
+
+        return LocalSession(**options)
     if backend in BACKENDS:
-        raise GpuLabError(f'backend "{backend}" is not available in this version of gpu-lab yet (use "sim")')
+        raise GpuLabError(f'backend "{backend}" is not available in this version of gpu-lab yet (use "sim" or "local")')
     raise GpuLabError(f'unknown backend "{backend}" (choose from {", ".join(BACKENDS)})')

@@ -1,0 +1,222 @@
+"""``connect("local")``: the same Session API, answered by a real control plane.
+
+Objects are validated by the same code as the simulator (so bad input fails
+the same way, before anything reaches the API server), then created through
+the API server. The real kube-scheduler and controllers do the rest; the node
+agent plays the kubelet for simulated GPU nodes, with real device plugins.
+Reading back turns API objects into the shared table rows.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from ...errors import GpuLabError
+from ...model.nodepool import node_from_manifest
+from ...model.parse import parse_pod
+from ...model.scenario import load_documents, parse_scenario
+from ...sim.explain import Explanation
+from ..base import Session, Source
+from ..tables import NodeRow, PodRow, document, nodes_frame, pods_frame
+from .cluster import LocalCluster
+
+DEVICES_ANNOTATION = "gpulab.dev/devices"
+SYSTEM_NAMESPACES = {"kube-system", "kube-public", "kube-node-lease", "default"}
+_CLUSTER_SCOPED = {"Namespace", "PriorityClass", "Node"}
+_TERMINAL = ("Succeeded", "Failed")
+
+
+def _condition(pod: dict, kind: str) -> dict:
+    return next((c for c in (pod.get("status") or {}).get("conditions") or [] if c.get("type") == kind), {})
+
+
+def pod_row(obj: dict) -> PodRow:
+    """An API pod as a table row (requests parsed by the simulator's own admission code)."""
+    meta, spec, status = obj["metadata"], obj.get("spec") or {}, obj.get("status") or {}
+    classes = {}
+    if spec.get("priorityClassName"):
+        classes[spec["priorityClassName"]] = {"value": spec.get("priority", 0),
+                                              "preemptionPolicy": spec.get("preemptionPolicy")}
+    pod = parse_pod(obj, priority_classes=classes)
+    devices: dict[str, list[str]] = {}
+    for per in json.loads((meta.get("annotations") or {}).get(DEVICES_ANNOTATION) or "{}").values():
+        for resource, ids in per.items():
+            devices.setdefault(resource, []).extend(ids)
+    scheduled = _condition(obj, "PodScheduled")
+    phase = status.get("phase") or "Pending"
+    message = status.get("message") or ""
+    reason = status.get("reason") or ""
+    if phase == "Pending" and scheduled.get("status") == "False":
+        message, reason = scheduled.get("message", ""), scheduled.get("reason", "")
+    return PodRow(meta.get("namespace", "default"), meta["name"], spec.get("nodeName") or None, phase,
+                  spec.get("priority", 0), dict(pod.requests), devices,
+                  status.get("nominatedNodeName"), reason, message)
+
+
+class LocalSession(Session):
+    backend = "local"
+
+    def __init__(self, name: str = "default", root: Path | str | None = None, progress=None,
+                 timeout: float = 60.0, settle: float = 1.0):
+        self.cluster = LocalCluster(name, root)
+        self.cluster.up(progress=progress or (lambda _m: None))  # idempotent: reconnects to a running lab
+        self.client = self.cluster.client()
+        self.timeout, self.settle = timeout, settle
+        self.agents: list[Any] = []
+        self._created: list[tuple[str, str, str | None]] = []  # (kind, name, namespace)
+        self._expected_pods = 0
+
+    # ------------------------------------------------------------- apply
+    def _priority_classes(self) -> dict[str, dict]:
+        items = self.client.list("PriorityClass")["items"]
+        return {pc["metadata"]["name"]: pc for pc in items}
+
+    def apply(self, src: Source) -> list[str]:
+        docs = load_documents(src)
+        sc = parse_scenario(docs, known_priority_classes=self._priority_classes())  # same checks as sim
+        refs: list[str] = []
+        if sc.scheduler_config is not None:
+            self.cluster.set_scheduler_config(sc.scheduler_config, progress=lambda _m: None)
+            refs.append("kubeschedulerconfiguration")
+        order = {"Namespace": 0, "PriorityClass": 1}
+        for doc in sorted(docs, key=lambda d: order.get(d.get("kind"), 2)):
+            kind = doc.get("kind")
+            if kind in ("Namespace", "PriorityClass", "Pod", "Deployment", "ReplicaSet", "Job"):
+                ns = None if kind in _CLUSTER_SCOPED else (doc.get("metadata") or {}).get("namespace", "default")
+                self.client.create(doc, namespace=ns)
+                name = doc["metadata"]["name"]
+                self._created.append((kind, name, ns))
+                refs.append(f"{kind.lower()}/{name if ns is None else ns + '/' + name}")
+        if sc.nodes:
+            refs += self._start_nodes(sc.nodes)
+        self._expected_pods += len(sc.pods)
+        return refs
+
+    def _start_nodes(self, nodes) -> list[str]:
+        from .nodeagent import NodeAgent
+
+        work = self.cluster.dir / "nodes"
+        agent = NodeAgent(self.client, nodes, work)
+        agent.start()
+        self.agents.append(agent)
+        self._wait(lambda: self._ready_nodes() >= {n.name for n in nodes}, "nodes to become Ready")
+        return [f"node/{n.name}" for n in nodes]
+
+    def _ready_nodes(self) -> set[str]:
+        out = set()
+        for n in self.client.list("Node")["items"]:
+            ready = next((c for c in (n.get("status") or {}).get("conditions") or [] if c["type"] == "Ready"), {})
+            if ready.get("status") == "True":
+                out.add(n["metadata"]["name"])
+        return out
+
+    def _wait(self, done, what: str) -> None:
+        deadline = time.monotonic() + self.timeout
+        while not done():
+            if time.monotonic() > deadline:
+                raise GpuLabError(f"timed out after {self.timeout:.0f} s waiting for {what}")
+            time.sleep(0.2)
+
+    # ---------------------------------------------------------- schedule
+    def _user_pods(self) -> list[dict]:
+        return [p for p in self.client.list("Pod")["items"]
+                if p["metadata"].get("namespace") not in SYSTEM_NAMESPACES - {"default"}]
+
+    def _settled(self) -> bool:
+        pods = self._user_pods()
+        if len(pods) < self._expected_pods:
+            return False  # controllers are still creating pods
+        for p in pods:
+            phase = (p.get("status") or {}).get("phase")
+            if phase in _TERMINAL or p["spec"].get("nodeName") and phase == "Running":
+                continue
+            if _condition(p, "PodScheduled").get("reason") == "Unschedulable" and \
+                    not (p.get("status") or {}).get("nominatedNodeName"):
+                continue
+            return False
+        return True
+
+    def schedule(self) -> pd.DataFrame:
+        """Wait until the real scheduler has placed (or given up on) every pod, then read back."""
+        stable_since = None
+        deadline = time.monotonic() + self.timeout
+        while time.monotonic() < deadline:
+            if self._settled():
+                stable_since = stable_since or time.monotonic()
+                if time.monotonic() - stable_since >= self.settle:
+                    return self.pods()
+            else:
+                stable_since = None
+            time.sleep(0.2)
+        raise GpuLabError(f"timed out after {self.timeout:.0f} s waiting for the scheduler to settle")
+
+    # ----------------------------------------------------------- reading
+    def _pod_rows(self) -> list[PodRow]:
+        return [pod_row(p) for p in self._user_pods()]
+
+    def _node_rows(self) -> list[NodeRow]:
+        pods = self._user_pods()
+        rows = []
+        for obj in self.client.list("Node")["items"]:
+            node = node_from_manifest({"apiVersion": "v1", "kind": "Node", "metadata": obj["metadata"],
+                                       "spec": obj.get("spec") or {}, "status": {
+                                           "capacity": obj["status"].get("capacity") or {},
+                                           "allocatable": obj["status"].get("allocatable") or {}}})
+            requested: dict[str, int] = {"pods": 0}
+            for p in pods:
+                if p["spec"].get("nodeName") == node.name and (p.get("status") or {}).get("phase") not in _TERMINAL:
+                    for k, v in pod_row(p).requests.items():
+                        requested[k] = requested.get(k, 0) + v
+                    requested["pods"] += 1
+            rows.append(NodeRow(node.name, node.labels.get("gpulab.dev/pool"), node.labels, node.taints,
+                                node.unschedulable, node.capacity, node.allocatable, requested))
+        return rows
+
+    def pods(self) -> pd.DataFrame:
+        return pods_frame(self._pod_rows())
+
+    def nodes(self) -> pd.DataFrame:
+        return nodes_frame(self._node_rows())
+
+    def to_dict(self) -> dict[str, Any]:
+        return document(self.backend, self._pod_rows(), self._node_rows())
+
+    def explain(self, pod: str) -> Explanation:
+        """The real scheduler's own account: its PodScheduled condition and events."""
+        ns, name = pod.split("/", 1) if "/" in pod else ("default", pod)
+        obj = self.client.get("Pod", name, namespace=ns)
+        row = pod_row(obj)
+        events = self.client.list("Event", namespace=ns,
+                                  field_selector=f"involvedObject.kind=Pod,involvedObject.name={name}")["items"]
+        notes = [f"{e.get('reason')}: {e.get('message')}" for e in events
+                 if e.get("reason") in ("Scheduled", "FailedScheduling", "Preempted", "Preempting")]
+        notes.append("per-plugin filter and score tables come from the embedded scheduler (backend sim); "
+                     "the real kube-scheduler reports only its decision and reasons")
+        return Explanation(f"{ns}/{name}", row.node, row.message, obj["spec"].get("schedulerName", ""),
+                           pd.DataFrame(), pd.DataFrame(), notes)
+
+    # ------------------------------------------------------------- reset
+    def reset(self) -> None:
+        """Delete what this session created (workloads, pods, nodes); the control plane stays up."""
+        for kind, name, ns in reversed(self._created):
+            self.client.delete(kind, name, namespace=ns, missing_ok=True)
+        for p in self._user_pods():
+            self.client.delete("Pod", p["metadata"]["name"], namespace=p["metadata"]["namespace"],
+                               missing_ok=True)
+        for agent in self.agents:
+            agent.stop()
+        for n in self.client.list("Node")["items"]:
+            self.client.delete("Node", n["metadata"]["name"], missing_ok=True)
+        self.agents, self._created, self._expected_pods = [], [], 0
+        self.cluster.set_scheduler_config(None, progress=lambda _m: None)
+
+    def close(self) -> None:
+        """Stop this session's node agents (the control plane keeps running)."""
+        for agent in self.agents:
+            agent.stop()
+        self.agents = []
