@@ -63,7 +63,11 @@ def cmd_bench(args) -> int:
 def cmd_controlplane(args) -> int:
     from .backends.local.build import main
 
-    return main(args.rest)
+    rest = list(args.rest)
+    if not rest or rest[0] != "build":
+        print("usage: gpu-lab controlplane build [--components NAMES] [--force] ...", file=sys.stderr)
+        return 2
+    return main(rest[1:])
 
 
 def cmd_device_plugin(args) -> int:
