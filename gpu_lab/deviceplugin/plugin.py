@@ -3,25 +3,45 @@
 It behaves like NVIDIA/k8s-device-plugin (checked against v0.15.0) on a node
 with ``gpus`` GPUs of one model, minus the hardware:
 
-* **Resources and devices** come from ``advertised_devices`` (the seam MIG
-  support will extend): whole GPUs as ``nvidia.com/gpu`` with stable fake UUIDs
-  ``GPU-<uuid>`` derived from the node name and GPU index, the same IDs a
-  simulated node from a ``NodePool`` carries (``gpu_uuids``); time-slicing or
+* **Resources and devices** come from ``gpu_lab.gpus.labels.gpu_node_state``,
+  the one function that also shapes a simulated node from a ``NodePool``, so
+  a plugin started with ``--node-name h100-0`` advertises exactly the
+  resources and device IDs the simulated node ``h100-0`` carries: whole GPUs
+  as ``nvidia.com/gpu`` with stable fake UUIDs ``GPU-<uuid>``; time-slicing or
   MPS replicas as ``<uuid>::<n>``, NVIDIA's annotated IDs, advertised as
-  ``nvidia.com/gpu.shared`` under ``renameByDefault``.
+  ``<resource>.shared`` under ``renameByDefault``.
+* **MIG**: ``--mig-config`` names one of NVIDIA's predefined mig-parted
+  configs for the model (``all-balanced``, ``all-1g.10gb``, ...) or a
+  mig-parted file (with ``--mig-config-name`` when it holds several configs);
+  ``gpu_lab.gpus.migparted.resolve`` turns it into each GPU's instances, as
+  the GPU Operator's MIG manager would have created them. With
+  ``flags.migStrategy`` ``single`` the instances are ``nvidia.com/gpu``
+  devices; with ``mixed`` each profile is its own resource,
+  ``nvidia.com/mig-<profile>`` (``+me`` written ``.me``), with its own server,
+  socket and registration; MIG devices are ``MIG-<uuid>``. With ``none`` the
+  plugin keeps advertising MIG-enabled GPUs as whole ``nvidia.com/gpu``
+  devices and logs that containers given one see no CUDA device. Where
+  NVIDIA's plugin refuses to start (single with several profiles or with
+  some GPUs not in MIG mode, a MIG-enabled GPU without instances under
+  single/mixed, MPS on MIG-enabled GPUs) ours refuses too, with one line.
 * **One gRPC server and one unix socket per resource** in the plugin dir,
-  named like NVIDIA's (``nvidia-gpu.sock``, ``nvidia-gpu.shared.sock``), each
+  named like NVIDIA's (``"nvidia-" + <name after the slash> + ".sock"``:
+  ``nvidia-gpu.sock``, ``nvidia-gpu.shared.sock``, ``nvidia-mig-1g.10gb.sock``), each
   registering with ``Registration.Register`` on ``DIR/kubelet.sock`` (version
   ``v1beta1``, ``get_preferred_allocation_available: true``).
 * ``ListAndWatch`` sends the full list at once and again after every health
   change. ``GetPreferredAllocation`` answers with ``manager.preferred_allocation``
   (lowest free GPUs first; replicas spread across GPUs as NVIDIA's
   ``distributedAlloc`` does), ``must_include`` first. ``Allocate`` returns
-  ``NVIDIA_VISIBLE_DEVICES`` with the GPU UUIDs (replica suffix stripped, as
-  NVIDIA does; GPU indices under ``deviceIDStrategy: index``), the
-  ``volume-mounts`` list strategy, MPS pipe/shm mounts, ``passDeviceSpecs``
-  device nodes; a request for more than one replica fails with NVIDIA's
-  message under ``failRequestsGreaterThanOne`` (always under MPS). CDI list
+  ``NVIDIA_VISIBLE_DEVICES`` with the GPU or MIG UUIDs (replica suffix
+  stripped, as NVIDIA does; under ``deviceIDStrategy: index`` NVIDIA's
+  indices, ``<gpu>`` or ``<gpu>:<mig>`` for the MIG device's position on its
+  GPU, ordered by first memory slice), the ``volume-mounts`` list strategy,
+  MPS pipe/shm mounts, ``passDeviceSpecs`` device nodes (``/dev/nvidia<gpu>``;
+  for a MIG device its parent GPU's, without the ``nvidia-caps`` nodes, whose
+  minors depend on driver-assigned instance IDs); a request for more than
+  one replica fails with NVIDIA's message under
+  ``failRequestsGreaterThanOne`` (always under MPS). CDI list
   strategies are refused at start, as NVIDIA does on hosts without NVML.
   ``PreStartContainer`` does nothing.
 * **Kubelet restarts**: like NVIDIA's plugin (which watches the folder with
@@ -35,8 +55,10 @@ with ``gpus`` GPUs of one model, minus the hardware:
   its sockets.
 * **Health** flips per device in-process (``set_health``) or from outside
   through a control file, ``DIR/gpu-lab-health``: each line names a device
-  (a GPU UUID, which covers all its replicas, or one replica ID) or ``all``,
-  optionally followed by ``Healthy`` or ``Unhealthy`` (the default). Whenever
+  (a GPU or MIG UUID, which covers all its replicas; a GPU UUID also covers
+  the MIG devices on that GPU, as an XID on the whole GPU does; or one
+  replica ID) or ``all``, optionally followed by ``Healthy`` or
+  ``Unhealthy`` (the default). Whenever
   the file's content changes, devices it names take that health and every
   other device turns healthy; an empty file makes all devices healthy;
   deleting the file changes nothing. ``#`` starts a comment. For example::
@@ -44,9 +66,9 @@ with ``gpus`` GPUs of one model, minus the hardware:
       echo GPU-1b2c... Unhealthy > /var/lib/kubelet/device-plugins/gpu-lab-health
 
 Run it with ``python -m gpu_lab.deviceplugin.plugin --model H100-80GB --gpus 8
---plugin-dir DIR [--config FILE] [--node-name N]`` (``main`` is what a
-``gpu-lab device-plugin`` subcommand calls). It logs one line per
-registration and per allocation on stderr.
+--plugin-dir DIR [--config FILE] [--mig-config NAME|FILE [--mig-config-name NAME]]
+[--node-name N]`` (``main`` is what a ``gpu-lab device-plugin`` subcommand
+calls). It logs one line per registration and per allocation on stderr.
 """
 
 from __future__ import annotations
@@ -59,15 +81,18 @@ import signal
 import socket
 import sys
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from concurrent import futures
+from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
 
 from ..errors import GpuLabError
 from ..gpus.catalog import GpuModel, get_model
-from ..model.objects import stable_uid
+from ..gpus.labels import GPU_RESOURCE, GpuNodeState, gpu_node_state
+from ..gpus.mig import geometry, validate_layout
+from ..gpus.migparted import resolve
 from . import stubs
 from .config import DevicePluginConfig, allocation_problem, load_config, parse_config
 from .manager import (
@@ -89,48 +114,87 @@ MPS_CONTAINER_ROOT = "/mps"
 
 log = logging.getLogger("gpu_lab.deviceplugin")
 
-try:  # the one function that shapes a GPU node (NodePools use it too); arrives with the MIG work
-    from ..gpus.labels import gpu_node_state as _gpu_node_state
-except ImportError:  # pragma: no cover - until then the same rule is applied below
-    _gpu_node_state = None
-
 
 # ------------------------------------------------------------------ what is advertised
-def gpu_uuids(node_name: str, count: int) -> list[str]:
-    """Stable fake GPU UUIDs of a node, ``GPU-<uuid>`` by index.
+@dataclass(frozen=True)
+class DeviceInfo:
+    """What NVIDIA's ``rm.Device`` knows about an advertised device besides its ID."""
 
-    The same IDs ``gpu_lab.model.nodepool`` gives the node's GPUs, so a plugin
-    started with ``--node-name h100-0`` and the simulated node ``h100-0`` agree
-    (tests/deviceplugin/test_dp_plugin.py checks it).
-    """
-    return [f"GPU-{stable_uid(node_name, str(g))}" for g in range(count)]
+    gpu: int  # index of the (parent) GPU: its /dev/nvidia<gpu>
+    index: str  # NVIDIA's Index: "<gpu>", or "<gpu>:<mig>" for a MIG device
+    parent: str  # UUID of the (parent) GPU
+
+
+def node_state(model: GpuModel | str, count: int, config: DevicePluginConfig | None = None,
+               node_name: str = "node", mig_layouts: Sequence[Mapping[str, int] | None] | None = None
+               ) -> GpuNodeState:
+    """``gpu_node_state`` for this plugin's config: what GFD and the plugin make of the node."""
+    config = config or parse_config(None)
+    return gpu_node_state(node_name, get_model(model), count, sharing=config.sharing,
+                          mig_strategy=config.mig_strategy, mig_layouts=mig_layouts)
 
 
 def advertised_devices(model: GpuModel | str, count: int, config: DevicePluginConfig | None = None,
-                       node_name: str = "node") -> dict[str, list[str]]:
+                       node_name: str = "node",
+                       mig_layouts: Sequence[Mapping[str, int] | None] | None = None) -> dict[str, list[str]]:
     """Resource name -> device IDs (advertised order) the plugin serves on this node.
 
-    This is the seam MIG support extends: ``single`` and ``mixed`` strategies
-    will add ``MIG-...`` devices and ``nvidia.com/mig-<profile>`` resources
-    here. Until then they are refused.
+    Exactly ``gpu_node_state(...).devices``. ``mig_layouts`` gives each GPU's
+    MIG instances (``None`` = MIG disabled; see ``migparted.resolve``). Raises
+    ``GpuLabError`` where NVIDIA's plugin fails to start (``gpu_node_state``
+    then advertises nothing and says why).
+    """
+    state = node_state(model, count, config, node_name, mig_layouts)
+    if not state.devices and state.warnings:  # the last warning says why nothing is advertised
+        raise GpuLabError(f"the device plugin cannot start: {state.warnings[-1]}")
+    return {r: list(ids) for r, ids in state.devices.items()}
+
+
+def device_info(model: GpuModel | str, count: int, node_name: str = "node",
+                mig_layouts: Sequence[Mapping[str, int] | None] | None = None) -> dict[str, DeviceInfo]:
+    """GPU and MIG device ID (no replica suffix) -> its GPU, NVIDIA index and parent GPU UUID.
+
+    The IDs are ``gpu_node_state``'s (whole GPUs from the plain node, MIG
+    devices from the mixed strategy, whose per-profile lists run GPU by GPU
+    and, on one GPU, by first memory slice, the order of
+    ``mig.validate_layout``'s slots, which also numbers a GPU's MIG devices
+    here as NVML enumerates them on real hardware).
     """
     model = get_model(model)
-    config = config or parse_config(None)
-    if isinstance(count, bool) or not isinstance(count, int) or count < 0:
-        raise GpuLabError(f"GPU count must be a non-negative integer, got {count!r}")
-    if config.mig_strategy != "none":
-        raise GpuLabError(f'flags.migStrategy: "{config.mig_strategy}": MIG strategies are not '
-                          "supported yet in this version of gpu-lab (use none)")
-    if count == 0:
-        return {}  # NVIDIA starts no plugin without devices
-    if _gpu_node_state is not None:
-        return {r: list(ids) for r, ids in
-                _gpu_node_state(node_name, model, count, sharing=config.sharing).devices.items()}
-    ids = gpu_uuids(node_name, count)
-    sharing = config.sharing
-    if sharing.shared:
-        ids = [f"{u}::{r}" for u in ids for r in range(sharing.replicas)]
-    return {sharing.resource: ids}
+    gpus = gpu_node_state(node_name, model, count).devices.get(GPU_RESOURCE, [])
+    info = {u: DeviceInfo(g, str(g), u) for g, u in enumerate(gpus)}
+    if not mig_layouts or not any(mig_layouts):
+        return info
+    mixed = gpu_node_state(node_name, model, count, mig_strategy="mixed", mig_layouts=mig_layouts).devices
+    queues = {r: iter(ids) for r, ids in mixed.items() if r != GPU_RESOURCE}
+    if not queues:  # a MIG-enabled GPU without instances: no MIG device is ever advertised
+        return info
+    geom = geometry(model)
+    for g, layout in enumerate(mig_layouts):
+        if not layout:
+            continue
+        for j, slot in enumerate(validate_layout(model, layout).slots):
+            info[next(queues[geom.profile(slot.profile).resource])] = DeviceInfo(g, f"{g}:{j}", gpus[g])
+    left = [d for q in queues.values() for d in q]
+    if left:  # pragma: no cover - gpu_node_state changed its order
+        raise GpuLabError(f"internal error: MIG devices without a GPU: {', '.join(left)}")
+    return info
+
+
+def resolve_mig_config(model: GpuModel | str, count: int, mig_config, name: str | None = None
+                       ) -> list[dict[str, int] | None]:
+    """``--mig-config NAME|FILE [--mig-config-name NAME]`` -> each GPU's MIG layout.
+
+    A value naming an existing file, or one with a path separator, is a
+    mig-parted file; anything else names one of NVIDIA's predefined configs.
+    """
+    model = get_model(model)
+    if isinstance(mig_config, str) and (os.sep in mig_config or os.path.isfile(mig_config)):
+        mig_config = Path(mig_config)
+    try:
+        return resolve(model, count, mig_config, name)
+    except GpuLabError as err:
+        raise GpuLabError(f"--mig-config: {err}") from None
 
 
 def socket_name(resource: str) -> str:
@@ -155,12 +219,12 @@ def _unlink(path: str) -> None:
 class ResourceServer:
     """The gRPC ``DevicePlugin`` service for one resource, on its own socket."""
 
-    def __init__(self, resource: str, ids: list[str], gpu_index: dict[str, int],
+    def __init__(self, resource: str, ids: list[str], info: dict[str, DeviceInfo],
                  config: DevicePluginConfig, plugin_dir: str):
         self.pb2, self.pb2_grpc = stubs.load()
         self.resource = resource
         self.config = config
-        self.gpu_index = gpu_index  # GPU UUID -> index
+        self.info = info  # GPU or MIG UUID -> its GPU, NVIDIA index, parent GPU UUID
         self.socket = os.path.join(plugin_dir, socket_name(resource))
         self.order = list(ids)
         self.replicated = any(split_replica(d)[1] is not None for d in ids)
@@ -206,10 +270,17 @@ class ResourceServer:
 
     # health -------------------------------------------------------------
     def ids_for(self, device_id: str) -> list[str]:
-        """The advertised IDs ``device_id`` names: itself, or every replica of a GPU UUID."""
+        """The advertised IDs ``device_id`` names: itself, every replica of a GPU or MIG
+        UUID, or every MIG device (and replica) on a GPU named by its UUID."""
         if device_id in self._health:
             return [device_id]
-        return [d for d in self.order if split_replica(d)[0] == device_id]
+        out = []
+        for d in self.order:
+            base = split_replica(d)[0]
+            info = self.info.get(base)
+            if base == device_id or (info is not None and info.parent == device_id):
+                out.append(d)
+        return out
 
     def set_health(self, healthy_by_id: dict[str, bool]) -> bool:
         """Apply health changes; push a ListAndWatch update if anything changed."""
@@ -294,9 +365,9 @@ class ResourceServer:
 
     def container_response(self, ids: list[str]):
         cfg = self.config
-        gpus = visible_devices(ids)
+        gpus = visible_devices(ids)  # GPU or MIG UUIDs
         if cfg.device_id_strategy == "index":
-            listed = [str(self.gpu_index[g]) for g in gpus]
+            listed = [self.info[g].index for g in gpus]
         else:
             listed = gpus
         resp = self.pb2.ContainerAllocateResponse()
@@ -312,7 +383,7 @@ class ResourceServer:
             resp.mounts.add(container_path=pipe, host_path=os.path.join(cfg.mps_root, self.resource, "pipe"))
             resp.mounts.add(container_path="/dev/shm", host_path=os.path.join(cfg.mps_root, "shm"))
         if cfg.pass_device_specs:
-            for i in dict.fromkeys(self.gpu_index[g] for g in gpus):
+            for i in dict.fromkeys(self.info[g].gpu for g in gpus):
                 resp.devices.add(container_path=f"/dev/nvidia{i}", permissions="rw",
                                  host_path=os.path.join(cfg.nvidia_driver_root, f"dev/nvidia{i}"))
         if cfg.gds_enabled:
@@ -328,7 +399,13 @@ class FakeDevicePlugin:
 
     def __init__(self, model: GpuModel | str, gpus: int, config: DevicePluginConfig | None = None,
                  plugin_dir: str | Path = DEFAULT_PLUGIN_DIR, node_name: str | None = None,
-                 kubelet_socket: str | Path | None = None, *, poll: float = 0.1, retry: float = 5.0):
+                 kubelet_socket: str | Path | None = None, *, poll: float = 0.1, retry: float = 5.0,
+                 mig_config=None, mig_config_name: str | None = None,
+                 mig_layouts: Sequence[Mapping[str, int] | None] | None = None):
+        """``mig_config`` (+ ``mig_config_name``) is ``--mig-config``: a predefined
+        mig-parted config name, a file path, or a parsed mapping; ``mig_layouts``
+        gives the per-GPU layouts directly instead (what ``migparted.resolve``
+        returns). Without either every GPU has MIG disabled."""
         self.model = get_model(model)
         self.config = config or parse_config(None)
         if any(s.startswith("cdi-") for s in self.config.device_list_strategy):
@@ -339,9 +416,18 @@ class FakeDevicePlugin:
         self.kubelet_socket = os.path.abspath(kubelet_socket or os.path.join(self.plugin_dir, KUBELET_SOCKET))
         self.health_file = os.path.join(self.plugin_dir, HEALTH_FILE)
         self.poll, self.retry = poll, retry
-        self.devices = advertised_devices(self.model, gpus, self.config, self.node_name)
-        index = {u: i for i, u in enumerate(gpu_uuids(self.node_name, gpus))}
-        self.servers = {r: ResourceServer(r, ids, index, self.config, self.plugin_dir)
+        if mig_config is not None and mig_layouts is not None:
+            raise GpuLabError("give a MIG config or MIG layouts, not both")
+        if mig_config_name is not None and mig_config is None:
+            raise GpuLabError("--mig-config-name needs --mig-config FILE")
+        if mig_config is not None:
+            mig_layouts = resolve_mig_config(self.model, gpus, mig_config, mig_config_name)
+        self.mig_layouts = None if mig_layouts is None else [None if lay is None else dict(lay)
+                                                              for lay in mig_layouts]
+        self.devices = advertised_devices(self.model, gpus, self.config, self.node_name, self.mig_layouts)
+        self.warnings = node_state(self.model, gpus, self.config, self.node_name, self.mig_layouts).warnings
+        info = device_info(self.model, gpus, self.node_name, self.mig_layouts)
+        self.servers = {r: ResourceServer(r, ids, info, self.config, self.plugin_dir)
                         for r, ids in self.devices.items()}
         for path in [self.kubelet_socket] + [s.socket for s in self.servers.values()]:
             if len(path.encode()) > MAX_SOCKET_PATH:
@@ -408,7 +494,8 @@ class FakeDevicePlugin:
 
     # health -------------------------------------------------------------
     def set_health(self, device_id: str, healthy: bool) -> None:
-        """Mark a device (a replica ID, or a GPU UUID meaning all its replicas) healthy or not."""
+        """Mark a device healthy or not: a replica ID, a GPU or MIG UUID (all its
+        replicas), or a GPU UUID whose MIG devices are advertised (all of them)."""
         found = False
         for srv in self.servers.values():
             ids = srv.ids_for(device_id)
@@ -507,6 +594,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", required=True, help="GPU model, e.g. H100-80GB")
     p.add_argument("--gpus", type=int, required=True, help="number of GPUs on the node")
     p.add_argument("--config", help="NVIDIA device-plugin config file (version: v1)")
+    p.add_argument("--mig-config", metavar="NAME|FILE",
+                   help="MIG layout of every GPU, as the GPU Operator's MIG manager applied it: one of "
+                        "NVIDIA's predefined mig-parted configs for the model (all-disabled, all-enabled, "
+                        "all-<profile>, all-balanced) or a mig-parted file (version: v1, mig-configs)")
+    p.add_argument("--mig-config-name", metavar="NAME",
+                   help="the config to apply from the --mig-config file (needed when it holds several)")
     p.add_argument("--node-name", help="node the GPU UUIDs derive from (default: $NODE_NAME or the hostname)")
     p.add_argument("--plugin-dir", default=DEFAULT_PLUGIN_DIR,
                    help=f"the kubelet's device-plugin folder (default {DEFAULT_PLUGIN_DIR})")
@@ -520,7 +613,8 @@ def main(argv: Iterable[str] | None = None) -> int:
                         format="%(asctime)s device-plugin: %(message)s")
     try:
         plugin = FakeDevicePlugin(args.model, args.gpus, load_config(args.config), args.plugin_dir,
-                                  args.node_name, args.kubelet_socket)
+                                  args.node_name, args.kubelet_socket, mig_config=args.mig_config,
+                                  mig_config_name=args.mig_config_name)
     except GpuLabError as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
@@ -530,6 +624,8 @@ def main(argv: Iterable[str] | None = None) -> int:
         (signal.SIGINT, lambda *_: stop.set()),
         (signal.SIGHUP, lambda *_: restart.set()),
     )}
+    for warning in plugin.warnings:
+        log.warning("%s", warning)
     log.info("serving %s on node %s: %s", plugin.model.name, plugin.node_name,
              ", ".join(f"{r}={len(ids)}" for r, ids in plugin.devices.items()) or "no devices")
     try:

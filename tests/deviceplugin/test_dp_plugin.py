@@ -8,7 +8,6 @@ import grpc
 import pytest
 import yaml
 
-from gpu_lab.deviceplugin import plugin as plugin_module
 from gpu_lab.deviceplugin import stubs
 from gpu_lab.deviceplugin.config import parse_config
 from gpu_lab.deviceplugin.kubelet import KubeletServer
@@ -16,12 +15,19 @@ from gpu_lab.deviceplugin.manager import DeviceAllocationError
 from gpu_lab.deviceplugin.plugin import (
     FakeDevicePlugin,
     advertised_devices,
-    gpu_uuids,
     main,
+    resolve_mig_config,
     socket_name,
 )
 from gpu_lab.errors import GpuLabError
+from gpu_lab.gpus.labels import gpu_node_state
 from gpu_lab.model.nodepool import expand_node_pool
+
+
+def gpu_uuids(node, count, model="H100-80GB"):
+    """The node's GPU UUIDs, from the one place that makes them."""
+    return gpu_node_state(node, model, count).devices["nvidia.com/gpu"]
+
 
 TS = {"timeSlicing": {"renameByDefault": True, "failRequestsGreaterThanOne": True,
                       "resources": [{"name": "nvidia.com/gpu", "replicas": 2}]}}
@@ -50,18 +56,120 @@ spec:
 """)
 
 
+MIXED = {"flags": {"migStrategy": "mixed"}}
+SINGLE = {"flags": {"migStrategy": "single"}}
+CUSTOM = {"version": "v1", "mig-configs": {
+    "half": [{"devices": [0], "mig-enabled": True, "mig-devices": {"7g.40gb": 1}},
+             {"devices": [1], "mig-enabled": False}],
+    "all-3g": [{"devices": "all", "mig-enabled": True, "mig-devices": {"3g.20gb": 2}}],
+}}
+
+
+def a100_pool(device_plugin, mig=None, count=2):
+    spec = {"count": count, "gpu": {"model": "A100-40GB", "count": 2}, "cpu": "32", "memory": "256Gi",
+            "devicePlugin": device_plugin}
+    if mig is not None:
+        spec["mig"] = mig
+    return {"apiVersion": "gpulab.dev/v1alpha1", "kind": "NodePool", "metadata": {"name": "a100"}, "spec": spec}
+
+
+def nvidia_capacity(node):
+    return {r: n for r, n in node.capacity.items() if r.startswith("nvidia.com/")}
+
+
 @pytest.mark.parametrize("plugin_cfg", [
     {"version": "v1"},
     {"sharing": {"timeSlicing": {"resources": [{"name": "nvidia.com/gpu", "replicas": 4}]}}},
     {"sharing": TS},
     {"sharing": {"mps": {"renameByDefault": True, "resources": [{"name": "nvidia.com/gpu", "replicas": 3}]}}},
 ])
-@pytest.mark.parametrize("shared_rule", [True, False])
-def test_plugin_advertises_the_same_ids_as_the_simulated_node(plugin_cfg, shared_rule, monkeypatch):
-    if not shared_rule:  # the plugin's own rule, used when gpu_node_state is not there
-        monkeypatch.setattr(plugin_module, "_gpu_node_state", None)
+def test_plugin_advertises_the_same_ids_as_the_simulated_node(plugin_cfg):
     for node in expand_node_pool(pool(plugin_cfg)):
         assert advertised_devices("H100-80GB", 8, parse_config(plugin_cfg), node.name) == node.devices
+
+
+MIG_CASES = {
+    "whole-gpu": ({}, None),
+    "time-slicing": ({"sharing": TS}, None),
+    "single": (SINGLE, {"config": "all-1g.5gb"}),
+    "single-time-sliced": ({**SINGLE, "sharing": {"timeSlicing": {"resources": [
+        {"name": "nvidia.com/gpu", "replicas": 2}]}}}, {"config": "all-3g.20gb"}),
+    "mixed": (MIXED, {"config": "all-balanced"}),
+    "mixed-time-sliced-mig": ({**MIXED, "sharing": {"timeSlicing": {"renameByDefault": True, "resources": [
+        {"name": "nvidia.com/mig-1g.5gb", "replicas": 3}]}}}, {"config": "all-balanced"}),
+    "mixed-partly-mig": (MIXED, {"config": "half", "migParted": CUSTOM}),
+    "mixed-mig-disabled": (MIXED, {"config": "all-disabled"}),
+    "none-with-mig-enabled": ({}, {"config": "all-balanced"}),
+    "single-file": (SINGLE, {"config": "all-3g", "migParted": CUSTOM}),
+}
+
+
+@pytest.mark.parametrize("case", list(MIG_CASES))
+def test_plugin_and_node_pool_agree_on_resources_ids_and_counts(case):
+    """Whole GPUs, time-slicing, MIG single and mixed: the plugin serves what the NodePool node shows."""
+    dp, mig = MIG_CASES[case]
+    for node in expand_node_pool(a100_pool(dp, mig)):
+        kw = {}
+        if mig is not None:
+            kw = {"mig_config": mig.get("migParted", mig["config"]),
+                  "mig_config_name": mig["config"] if "migParted" in mig else None}
+        plugin = FakeDevicePlugin("A100-40GB", 2, parse_config(dp), "/tmp/unused", node.name, **kw)
+        assert plugin.devices == node.devices
+        assert {r: len(s.order) for r, s in plugin.servers.items()} == nvidia_capacity(node)
+        layouts = None if mig is None else resolve_mig_config("A100-40GB", 2, kw["mig_config"],
+                                                              kw["mig_config_name"])
+        assert advertised_devices("A100-40GB", 2, parse_config(dp), node.name, layouts) == node.devices
+        assert list(plugin.warnings) == node.raw.get("warnings", [])
+
+
+def test_mig_strategies_advertise_nvidia_resource_names():
+    layouts = resolve_mig_config("A100-40GB", 2, "all-balanced")
+    mixed = advertised_devices("A100-40GB", 2, parse_config(MIXED), "a100-0", layouts)
+    assert {r: len(ids) for r, ids in mixed.items()} == {
+        "nvidia.com/mig-3g.20gb": 2, "nvidia.com/mig-2g.10gb": 2, "nvidia.com/mig-1g.5gb": 4}
+    assert all(d.startswith("MIG-") for ids in mixed.values() for d in ids)
+    single = advertised_devices("A100-40GB", 2, parse_config(SINGLE), "a100-0",
+                                resolve_mig_config("A100-40GB", 2, "all-1g.5gb"))
+    assert list(single) == ["nvidia.com/gpu"] and len(single["nvidia.com/gpu"]) == 14  # 7 instances x 2 GPUs
+    # none: MIG-enabled GPUs stay whole GPUs (and the plugin warns)
+    plugin = FakeDevicePlugin("A100-40GB", 2, None, "/tmp/unused", "a100-0", mig_layouts=layouts)
+    assert plugin.devices == {"nvidia.com/gpu": gpu_uuids("a100-0", 2, "A100-40GB")}
+    assert "no usable CUDA device" in plugin.warnings[0]
+    assert {socket_name(r) for r in mixed} == {
+        "nvidia-mig-3g.20gb.sock", "nvidia-mig-2g.10gb.sock", "nvidia-mig-1g.5gb.sock"}
+
+
+@pytest.mark.parametrize(("cfg", "mig", "message"), [
+    (SINGLE, "all-balanced", "^the device plugin cannot start: migStrategy single: more than one MIG device "
+                             "type present on node"),
+    (MIXED, "all-enabled", "^the device plugin cannot start: migStrategy mixed: GPUs 0, 1 have MIG enabled "
+                           "but no MIG devices"),
+    ({"sharing": {"mps": {"resources": [{"name": "nvidia.com/gpu", "replicas": 2}]}}}, "all-balanced",
+     "^the device plugin cannot start: MPS sharing is not supported for MIG devices"),
+])
+def test_plugin_refuses_to_start_where_nvidia_does(cfg, mig, message):
+    with pytest.raises(GpuLabError, match=message):
+        FakeDevicePlugin("A100-40GB", 2, parse_config(cfg), "/tmp/unused", "n", mig_config=mig)
+
+
+def test_mig_config_errors_are_one_line(tmp_path, capsys):
+    with pytest.raises(GpuLabError, match="^--mig-config: T4 GPUs do not support MIG"):
+        FakeDevicePlugin("T4", 1, parse_config(MIXED), "/tmp/unused", mig_config="all-balanced")
+    with pytest.raises(GpuLabError, match='^--mig-config: unknown MIG config "all-9g" for A100-40GB'):
+        FakeDevicePlugin("A100-40GB", 1, parse_config(MIXED), "/tmp/unused", mig_config="all-9g")
+    with pytest.raises(GpuLabError, match="^--mig-config: the mig-parted file has 2 configs; name one"):
+        FakeDevicePlugin("A100-40GB", 2, parse_config(MIXED), "/tmp/unused", mig_config=CUSTOM)
+    with pytest.raises(GpuLabError, match="^--mig-config-name needs --mig-config FILE"):
+        FakeDevicePlugin("A100-40GB", 2, None, "/tmp/unused", mig_config_name="half")
+    capsys.readouterr()
+    bad = tmp_path / "mig.yaml"
+    bad.write_text("version: v1\nmig-configs:\n  two-4g: [{devices: all, mig-enabled: true, "
+                   "mig-devices: {4g.20gb: 2}}]\n")
+    assert main(["--model", "A100-40GB", "--gpus", "1", "--config", "/dev/null", "--mig-config", str(bad),
+                 "--plugin-dir", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: --mig-config: mig-parted config: mig-configs.two-4g[0].mig-devices: ")
+    assert err.count("\n") == 1
 
 
 def test_ids_sockets_and_refusals():
@@ -73,8 +181,7 @@ def test_ids_sockets_and_refusals():
     assert socket_name("nvidia.com/gpu") == "nvidia-gpu.sock"
     assert socket_name("nvidia.com/gpu.shared") == "nvidia-gpu.shared.sock"
     assert socket_name("nvidia.com/mig-1g.10gb") == "nvidia-mig-1g.10gb.sock"
-    with pytest.raises(GpuLabError, match='^flags.migStrategy: "mixed": MIG strategies are not supported yet'):
-        advertised_devices("A100-40GB", 8, parse_config({"flags": {"migStrategy": "mixed"}}))
+    assert socket_name("nvidia.com/mig-1g.5gb.me") == "nvidia-mig-1g.5gb.me.sock"
     with pytest.raises(GpuLabError, match="only supported on NVML-based systems"):
         FakeDevicePlugin("T4", 1, parse_config({"flags": {"plugin": {"deviceListStrategy": "cdi-cri"}}}), "/tmp/x")
     with pytest.raises(GpuLabError, match="socket path too long"):
@@ -117,6 +224,48 @@ def test_allocate_answers_follow_the_config():
     srv, _ = _response({"sharing": {"timeSlicing": {"resources": [{"name": "nvidia.com/gpu", "replicas": 2}]}}}, [])
     assert srv.validate([f"{u[0]}::0", f"{u[1]}::0"]) is None  # time-slicing allows > 1 by default
     assert srv.validate(["GPU-nope"]) == "unknown device: GPU-nope"
+
+
+def test_mig_allocate_answers_ids_indexes_device_nodes_and_parent_health():
+    mig = {"mig_config": "all-balanced"}
+    gpus = gpu_uuids("a100-0", 2, "A100-40GB")
+    (node,) = expand_node_pool(a100_pool(MIXED, {"config": "all-balanced"}, count=1))
+    p = FakeDevicePlugin("A100-40GB", 2, parse_config(MIXED), "/tmp/unused", "a100-0", **mig)
+    one = p.servers["nvidia.com/mig-1g.5gb"]
+    ids = node.devices["nvidia.com/mig-1g.5gb"]  # 2 on GPU 0, then 2 on GPU 1
+    r = one.container_response([ids[0], ids[3]])
+    assert dict(r.envs) == {"NVIDIA_VISIBLE_DEVICES": f"{ids[0]},{ids[3]}"}
+
+    cfg = {**MIXED, "flags": {**MIXED["flags"], "plugin": {"deviceIDStrategy": "index", "passDeviceSpecs": True}}}
+    p = FakeDevicePlugin("A100-40GB", 2, parse_config(cfg), "/tmp/unused", "a100-0", **mig)
+    one, three = p.servers["nvidia.com/mig-1g.5gb"], p.servers["nvidia.com/mig-3g.20gb"]
+    r = one.container_response([ids[0], ids[3]])
+    # all-balanced on an A100-40GB: 2g.10gb at slice 0, 1g.5gb at 2 and 3, 3g.20gb at 4 (by first slice)
+    assert dict(r.envs) == {"NVIDIA_VISIBLE_DEVICES": "0:1,1:2"}
+    assert [d.host_path for d in r.devices] == ["/dev/nvidia0", "/dev/nvidia1"]
+    r = three.container_response([node.devices["nvidia.com/mig-3g.20gb"][1]])
+    assert dict(r.envs) == {"NVIDIA_VISIBLE_DEVICES": "1:3"}
+
+    # A GPU UUID names every MIG device on it, across resources; a MIG UUID names itself.
+    p.set_health(gpus[0], False)
+    bad = {r: [d for d, ok in h.items() if not ok] for r, h in p.health().items()}
+    assert bad == {"nvidia.com/mig-3g.20gb": node.devices["nvidia.com/mig-3g.20gb"][:1],
+                   "nvidia.com/mig-2g.10gb": node.devices["nvidia.com/mig-2g.10gb"][:1],
+                   "nvidia.com/mig-1g.5gb": ids[:2]}
+    p.apply_health_file(f"{ids[3]} Unhealthy\n")
+    assert {r: [d for d, ok in h.items() if not ok] for r, h in p.health().items()} == {
+        "nvidia.com/mig-3g.20gb": [], "nvidia.com/mig-2g.10gb": [], "nvidia.com/mig-1g.5gb": [ids[3]]}
+    assert one.validate([ids[0], "MIG-nope"]) == "unknown device: MIG-nope"
+
+
+def test_time_sliced_mig_replicas_allocate_their_mig_uuid():
+    dp = {**MIXED, "sharing": {"timeSlicing": {"resources": [{"name": "nvidia.com/mig-1g.5gb", "replicas": 2}]}}}
+    p = FakeDevicePlugin("A100-40GB", 1, parse_config(dp), "/tmp/unused", "a100-0", mig_config="all-1g.5gb")
+    srv = p.servers["nvidia.com/mig-1g.5gb"]
+    assert len(srv.order) == 14 and srv.order[1] == srv.order[0].replace("::0", "::1")
+    mig = srv.order[0].split("::")[0]
+    assert dict(srv.container_response([srv.order[1]]).envs) == {"NVIDIA_VISIBLE_DEVICES": mig}
+    assert srv.ids_for(mig) == srv.order[:2]
 
 
 def test_register_rejects_bad_version_and_resource_name(short_dir):

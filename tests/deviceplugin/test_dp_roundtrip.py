@@ -9,14 +9,17 @@ import tempfile
 from pathlib import Path
 
 import pytest
+import yaml
 
 from gpu_lab.deviceplugin.kubelet import KubeletServer
 from gpu_lab.deviceplugin.manager import DeviceAllocationError, DeviceManager
-from gpu_lab.deviceplugin.plugin import HEALTH_FILE, gpu_uuids
+from gpu_lab.deviceplugin.plugin import HEALTH_FILE, socket_name
+from gpu_lab.gpus.labels import gpu_node_state
+from gpu_lab.model.nodepool import expand_node_pool
 
 REPO = Path(__file__).resolve().parents[2]
 GPU = "nvidia.com/gpu"
-U = gpu_uuids("h100-0", 4)
+U = gpu_node_state("h100-0", "H100-80GB", 4).devices[GPU]
 START = 20  # seconds a plugin process may take to register on a loaded machine
 
 
@@ -44,9 +47,9 @@ def spawn(dirs):
     plugin_dir, logs = dirs
     procs = []
 
-    def start():
-        cmd = [sys.executable, "-m", "gpu_lab.deviceplugin.plugin", "--model", "H100-80GB", "--gpus", "4",
-               "--node-name", "h100-0", "--plugin-dir", plugin_dir]
+    def start(*extra, model="H100-80GB", gpus=4, node="h100-0"):
+        cmd = [sys.executable, "-m", "gpu_lab.deviceplugin.plugin", "--model", model, "--gpus", str(gpus),
+               "--node-name", node, "--plugin-dir", plugin_dir, *extra]
         with open(os.path.join(logs, f"plugin-{len(procs)}.log"), "wb") as log:
             p = subprocess.Popen(cmd, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
         procs.append(p)
@@ -133,3 +136,82 @@ def test_killed_plugin_allocatable_drops_at_once_capacity_after_grace_restart_re
         spawn()
         assert kubelet.wait_for(lambda: m.allocatable()[GPU] == 4, START), logs_of(dirs)
         assert m.capacity() == {GPU: 4}
+
+
+def a100_node(device_plugin, mig):
+    """The simulator's node a100-0: A100-40GB x2 with this device-plugin config and MIG config."""
+    (node,) = expand_node_pool({
+        "apiVersion": "gpulab.dev/v1alpha1", "kind": "NodePool", "metadata": {"name": "a100"},
+        "spec": {"count": 1, "gpu": {"model": "A100-40GB", "count": 2}, "cpu": "32", "memory": "256Gi",
+                 "devicePlugin": device_plugin, "mig": mig}})
+    return node
+
+
+def write(dirs, name, doc) -> str:
+    path = os.path.join(dirs[1], name)
+    Path(path).write_text(yaml.safe_dump(doc))
+    return path
+
+
+def test_mixed_mig_plugin_process_registers_each_profile_like_the_simulated_node(dirs, spawn):
+    plugin_dir = dirs[0]
+    dp = {"version": "v1", "flags": {"migStrategy": "mixed"}}
+    node = a100_node(dp, {"config": "all-balanced"})
+    want = {r: n for r, n in node.capacity.items() if r.startswith("nvidia.com/")}
+    assert want == {"nvidia.com/mig-1g.5gb": 4, "nvidia.com/mig-2g.10gb": 2, "nvidia.com/mig-3g.20gb": 2}
+    with KubeletServer(plugin_dir) as kubelet:
+        m = kubelet.manager
+        proc = spawn("--config", write(dirs, "dp.yaml", dp), "--mig-config", "all-balanced",
+                     model="A100-40GB", gpus=2, node="a100-0")
+        assert kubelet.wait_for(lambda: m.allocatable() == want, START), logs_of(dirs)
+        # one server, socket and registration per resource, named as NVIDIA names them
+        assert sorted(r for _, r, _ in kubelet.registrations) == sorted(want)
+        assert kubelet.connected() == {r: socket_name(r) for r in want}
+        assert kubelet.connected()["nvidia.com/mig-1g.5gb"] == "nvidia-mig-1g.5gb.sock"
+        assert m.devices == node.devices and m.capacity() == want
+
+        # Allocate: the kubelet's choice equals the simulator's, the env names the MIG devices
+        sim = DeviceManager(node.devices)
+        for pod, res, n in (("default/infer", "nvidia.com/mig-1g.5gb", 2),
+                            ("default/train", "nvidia.com/mig-3g.20gb", 1),
+                            ("default/more", "nvidia.com/mig-1g.5gb", 1)):
+            a = kubelet.allocate(pod, "main", res, n)
+            assert a.device_ids == sim.allocate(pod, "main", res, n)
+            assert all(d.startswith("MIG-") for d in a.device_ids)
+            assert a.envs == {"NVIDIA_VISIBLE_DEVICES": ",".join(a.device_ids)}
+        assert a.device_ids == node.devices["nvidia.com/mig-1g.5gb"][2:3]
+
+        # An XID on GPU 0 (its UUID in the health file) takes down every MIG device on it
+        gpu0 = gpu_node_state("a100-0", "A100-40GB", 2).devices[GPU][0]
+        Path(plugin_dir, HEALTH_FILE).write_text(f"{gpu0} Unhealthy\n")
+        half = {"nvidia.com/mig-1g.5gb": 2, "nvidia.com/mig-2g.10gb": 1, "nvidia.com/mig-3g.20gb": 1}
+        assert kubelet.wait_for(lambda: m.allocatable() == half, 5), logs_of(dirs)
+        assert m.capacity() == want
+
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(10) == 0
+        assert kubelet.wait_for(lambda: m.allocatable() == dict.fromkeys(want, 0), 5)
+        assert not [f for f in os.listdir(plugin_dir) if f.startswith("nvidia-")]
+    log = logs_of(dirs)
+    assert all(f"registered {r} ({n} devices)" in log for r, n in want.items()), log
+
+
+def test_single_mig_plugin_process_advertises_instances_as_gpus(dirs, spawn):
+    plugin_dir = dirs[0]
+    dp = {"version": "v1", "flags": {"migStrategy": "single"}}
+    parted = {"version": "v1", "mig-configs": {
+        "all-1g.5gb": [{"devices": "all", "mig-enabled": True, "mig-devices": {"1g.5gb": 7}}],
+        "all-3g": [{"devices": "all", "mig-enabled": True, "mig-devices": {"3g.20gb": 2}}],
+    }}
+    node = a100_node(dp, {"config": "all-1g.5gb", "migParted": parted})
+    assert node.capacity[GPU] == 14 and node.labels["nvidia.com/gpu.product"].endswith("-MIG-1g.5gb")
+    with KubeletServer(plugin_dir) as kubelet:
+        m = kubelet.manager
+        spawn("--config", write(dirs, "dp.yaml", dp), "--mig-config", write(dirs, "mig.yaml", parted),
+              "--mig-config-name", "all-1g.5gb", model="A100-40GB", gpus=2, node="a100-0")
+        assert kubelet.wait_for(lambda: m.allocatable() == {GPU: 14}, START), logs_of(dirs)  # 7 x 2 GPUs
+        assert kubelet.connected() == {GPU: "nvidia-gpu.sock"}
+        assert m.devices == node.devices
+        a = kubelet.allocate("default/small", "main", GPU, 3)
+        assert a.device_ids == DeviceManager(node.devices).allocate("default/small", "main", GPU, 3)
+        assert a.envs == {"NVIDIA_VISIBLE_DEVICES": ",".join(node.devices[GPU][:3])}
