@@ -20,7 +20,8 @@ from ..deviceplugin.manager import DeviceAllocationError, DeviceManager
 from ..errors import GpuLabError
 from ..gpus.reconfigure import reconfigure
 from ..model.nodepool import MIG_CONFIG_LABEL
-from ..model.objects import Node, Pod, stable_uid
+from ..gpus.labels import gpu_uuids
+from ..model.objects import Node, Pod
 from ..model.scenario import load_documents, parse_scenario
 from ..sim.explain import Explanation, build_explanation
 from ..sim.plugins.defaultpreemption import lower_priority_nominated
@@ -46,12 +47,12 @@ def parse_duration(text: str) -> float:
 
 
 def _advertised_devices(node: Node) -> dict[str, list[str]]:
-    """Device IDs per NVIDIA resource; a plain Node manifest gets stable made-up ones."""
+    """Device IDs per NVIDIA resource. NodePool nodes carry theirs; a plain Node manifest
+    that advertises whole GPUs gets the same stable UUIDs a NodePool node of that name would."""
     devices = {r: list(ids) for r, ids in node.devices.items()}
-    for r, count in node.capacity.items():
-        if r.startswith("nvidia.com/") and r not in devices:
-            prefix = "MIG" if r.startswith("nvidia.com/mig-") else "GPU"
-            devices[r] = [f"{prefix}-{stable_uid(node.name, r, str(i))}" for i in range(count)]
+    count = node.capacity.get("nvidia.com/gpu", 0)
+    if count and "nvidia.com/gpu" not in devices:
+        devices["nvidia.com/gpu"] = gpu_uuids(node.name, count)
     return devices
 
 

@@ -192,6 +192,13 @@ def gfd_labels(
                           machine=machine, mig_layouts=mig_layouts).labels
 
 
+def gpu_uuids(node: str, count: int) -> list[str]:
+    """The fake but stable UUIDs of a node's GPUs: the one formula every backend uses."""
+    from ..model.objects import stable_uid
+
+    return [f"GPU-{stable_uid(node, str(g))}" for g in range(count)]
+
+
 def gpu_node_state(
     node: str,
     model: GpuModel | str,
@@ -236,7 +243,7 @@ def gpu_node_state(
     if machine:
         labels["nvidia.com/gpu.machine"] = "-".join(str(machine).split())
 
-    gpu_ids = [f"GPU-{stable_uid(node, str(g))}" for g in range(count)]
+    gpu_ids = gpu_uuids(node, count)
 
     def mig_ids(gpus, profile=None):
         return [f"MIG-{stable_uid(node, str(g), s.profile, str(s.start))}"
