@@ -18,9 +18,9 @@ import pandas as pd
 from ..deviceplugin.config import DevicePluginConfig, allocation_problem, parse_config
 from ..deviceplugin.manager import DeviceAllocationError, DeviceManager
 from ..errors import GpuLabError
+from ..gpus.labels import gpu_uuids
 from ..gpus.reconfigure import reconfigure
 from ..model.nodepool import MIG_CONFIG_LABEL
-from ..gpus.labels import gpu_uuids
 from ..model.objects import Node, Pod
 from ..model.scenario import load_documents, parse_scenario
 from ..sim.explain import Explanation, build_explanation
