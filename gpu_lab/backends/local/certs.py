@@ -3,6 +3,9 @@
 Everything goes into one directory (the lab's ``pki/``), every file mode 0600::
 
     ca.crt ca.key                         the cluster CA (also signs CSRs in the controller-manager)
+    front-proxy-ca.crt/.key               a second CA, only for the request-header (aggregation)
+                                          client, as kubeadm keeps it apart from the cluster CA
+    front-proxy-client.crt/.key           CN=front-proxy-client, signed by front-proxy-ca
     apiserver.crt/.key                    serving: 127.0.0.1, localhost, kubernetes[.default[.svc...]], 10.96.0.1
     etcd-server.crt/.key                  etcd serving and peer: 127.0.0.1, localhost
     apiserver-etcd-client.crt/.key        kube-apiserver -> etcd
@@ -15,7 +18,7 @@ Everything goes into one directory (the lab's ``pki/``), every file mode 0600::
 
 :func:`ensure_pki` is idempotent: a file that exists, parses, is signed by the current CA,
 is valid for at least another day and names the wanted subject and SANs is kept; anything
-else is (re)made. A new CA remakes every leaf. TLS keys are ECDSA P-256 (fast to make);
+else is (re)made. A new CA remakes every leaf it signs. TLS keys are ECDSA P-256 (fast to make);
 the service-account key is RSA as kubeadm makes it.
 """
 
@@ -70,7 +73,11 @@ class LeafSpec:
     dns: tuple[str, ...] = ()
     ips: tuple[str, ...] = ()
     usages: tuple = field(default=_CLIENT)
+    ca: str = "ca"  # file stem of the signing CA
 
+
+CAS = ("ca", "front-proxy-ca")
+FRONT_PROXY_CLIENT = "front-proxy-client"
 
 LEAVES: tuple[LeafSpec, ...] = (
     LeafSpec(
@@ -100,6 +107,7 @@ LEAVES: tuple[LeafSpec, ...] = (
         ips=LOOPBACK_IPS,
         usages=_SERVER,
     ),
+    LeafSpec(FRONT_PROXY_CLIENT, FRONT_PROXY_CLIENT, ca="front-proxy-ca"),
 )
 
 
@@ -116,6 +124,10 @@ class Pki:
     @property
     def ca_key(self) -> Path:
         return self.dir / "ca.key"
+
+    @property
+    def front_proxy_ca_crt(self) -> Path:
+        return self.dir / "front-proxy-ca.crt"
 
     @property
     def sa_key(self) -> Path:
@@ -326,19 +338,25 @@ def ensure_pki(directory: Path | str, leaves: Iterable[LeafSpec] = LEAVES) -> Pk
     os.chmod(d, 0o700)
     pki = Pki(d)
 
-    ca_cert, ca_key = _load_cert(pki.ca_crt), _load_key(pki.ca_key)
-    ca_valid = (
-        ca_cert is not None
-        and _key_matches(ca_cert, ca_key)
-        and _fresh(ca_cert)
-        and _signed_by(ca_cert, ca_cert)
-    )
-    if not ca_valid:
-        ca_cert, ca_key = make_ca()
-        _write_private(pki.ca_key, _key_pem(ca_key))
-        _write_private(pki.ca_crt, ca_cert.public_bytes(serialization.Encoding.PEM))
+    cas = {}
+    for ca_name in CAS:
+        crt_path, key_path = pki.crt(ca_name), pki.key(ca_name)
+        ca_cert, ca_key = _load_cert(crt_path), _load_key(key_path)
+        ca_valid = (
+            ca_cert is not None
+            and _key_matches(ca_cert, ca_key)
+            and _fresh(ca_cert)
+            and _signed_by(ca_cert, ca_cert)
+            and _attrs(ca_cert, NameOID.COMMON_NAME) == [f"gpu-lab-{ca_name}"]
+        )
+        if not ca_valid:
+            ca_cert, ca_key = make_ca(f"gpu-lab-{ca_name}")
+            _write_private(key_path, _key_pem(ca_key))
+            _write_private(crt_path, ca_cert.public_bytes(serialization.Encoding.PEM))
+        cas[ca_name] = (ca_cert, ca_key)
 
     for spec in leaves:
+        ca_cert, ca_key = cas[spec.ca]
         crt_path, key_path = pki.crt(spec.name), pki.key(spec.name)
         if leaf_ok(spec, _load_cert(crt_path), _load_key(key_path), ca_cert):
             continue

@@ -1,0 +1,156 @@
+"""``gpu-lab up|down|status|logs|kubeconfig``: the local control plane from a shell.
+
+    gpu-lab up [--name N]                 start (or repair) the lab; prints progress
+    gpu-lab down [--name N] [--purge]     stop every process (--purge: delete the lab too)
+    gpu-lab status [--name N] [--json]    per component: state, pid, port
+    gpu-lab logs COMPONENT [--name N] [--tail N]
+    gpu-lab kubeconfig [--name N]         the admin kubeconfig's path
+
+Exit codes: 0 done (``status``: every component healthy), 1 failed (``status``: something
+is not healthy), 2 bad usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from gpu_lab.errors import GpuLabError
+
+from .cluster import ALIASES, COMPONENTS, LocalCluster
+
+BACKENDS = ("local",)
+
+
+def _progress(msg: str) -> None:
+    print(msg, flush=True)
+
+
+def _lab(args) -> LocalCluster:
+    if getattr(args, "backend", "local") not in BACKENDS:
+        raise GpuLabError(
+            f"backend {args.backend!r} cannot be started by gpu-lab up yet: use local"
+        )
+    return LocalCluster(args.name)
+
+
+def cmd_up(args) -> int:
+    lab = _lab(args)
+    try:
+        lab.up(progress=None if args.quiet else _progress, timeout=args.timeout)
+    except KeyboardInterrupt:
+        print(
+            f"interrupted; what already started keeps running (`gpu-lab down --name {lab.name}`)",
+            file=sys.stderr,
+        )
+        return 130
+    return 0
+
+
+def cmd_down(args) -> int:
+    _lab(args).down(progress=_progress, purge=args.purge)
+    return 0
+
+
+def cmd_status(args) -> int:
+    lab = _lab(args)
+    st = lab.status()
+    healthy = all(s.state == "healthy" for s in st.values())
+    if args.json:
+        doc = {
+            "name": lab.name,
+            "dir": str(lab.dir),
+            "kubeconfig": str(lab.kubeconfig()),
+            "healthy": healthy,
+            "components": {c: s.to_dict() for c, s in st.items()},
+        }
+        print(json.dumps(doc, indent=2))
+        return 0 if healthy else 1
+    print(f"lab {lab.name!r} ({lab.dir})")
+    print(f"{'COMPONENT':<25} {'STATE':<10} {'PID':>8} {'PORT':>6}")
+    for c, s in st.items():
+        pid = str(s.pid) if s.pid else "-"
+        port = str(s.port) if s.port else "-"
+        print(f"{c:<25} {s.state:<10} {pid:>8} {port:>6}")
+    for c, s in st.items():
+        if s.detail:
+            print(f"{c}: {s.detail}")
+    if any(s.state != "stopped" for s in st.values()):
+        print(f"kubeconfig: {lab.kubeconfig()}")
+    return 0 if healthy else 1
+
+
+def cmd_logs(args) -> int:
+    lab = _lab(args)
+    text = lab.logs(args.component, tail=None if args.tail < 0 else args.tail)
+    if not text:
+        print(f"no log for {args.component} in {lab.logs_dir}", file=sys.stderr)
+        return 1
+    print(text)
+    return 0
+
+
+def cmd_kubeconfig(args) -> int:
+    lab = _lab(args)
+    path = lab.kubeconfig()
+    if not path.exists():
+        print(f"error: lab {lab.name!r} has no kubeconfig yet: run `gpu-lab up`", file=sys.stderr)
+        return 1
+    print(path)
+    return 0
+
+
+def build_parser(prog: str = "gpu-lab") -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog=prog, description="Run a real Kubernetes control plane locally."
+    )
+    sub = p.add_subparsers(dest="command", required=True)
+
+    def named(sp):
+        sp.add_argument("--name", default="default", help="lab name (default: %(default)s)")
+        return sp
+
+    up = named(sub.add_parser("up", help="start the local control plane (or repair it)"))
+    up.add_argument("--backend", default="local", help="local (default)")
+    up.add_argument("--timeout", type=float, default=120.0, help="seconds to wait (default 120)")
+    up.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+    up.set_defaults(func=cmd_up)
+
+    down = named(sub.add_parser("down", help="stop every process of the lab"))
+    down.add_argument("--purge", action="store_true", help="also delete the lab's data and certs")
+    down.set_defaults(func=cmd_down)
+
+    status = named(sub.add_parser("status", help="state, pid and port of each component"))
+    status.add_argument("--json", action="store_true", help="machine-readable output")
+    status.set_defaults(func=cmd_status)
+
+    logs = named(sub.add_parser("logs", help="the last lines of a component's log"))
+    logs.add_argument(
+        "component",
+        choices=[*COMPONENTS, *ALIASES],
+        metavar="COMPONENT",
+        help=", ".join(COMPONENTS),
+    )
+    logs.add_argument("--tail", type=int, default=50, help="lines (default 50; -1: all)")
+    logs.set_defaults(func=cmd_logs)
+
+    kcfg = named(sub.add_parser("kubeconfig", help="print the path of the admin kubeconfig"))
+    kcfg.set_defaults(func=cmd_kubeconfig)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except GpuLabError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
