@@ -120,20 +120,34 @@ def build_parser() -> argparse.ArgumentParser:
                      help="validate --gpu MODEL PROFILE... | layouts --gpu MODEL | plan SERVICES.csv --gpu MODEL")
     mig.set_defaults(func=cmd_mig)
 
+    for name, text in (("up", "start (or repair) the local control plane"), ("down", "stop it"),
+                       ("status", "health of each component"), ("logs", "a component's log"),
+                       ("kubeconfig", "path of the lab's admin kubeconfig")):
+        sub.add_parser(name, help=text, add_help=False)
+
     cp = sub.add_parser("controlplane", help="build the real Kubernetes components from source")
     cp.add_argument("rest", nargs=argparse.REMAINDER, help="build [--components ...] [--force]")
     cp.set_defaults(func=cmd_controlplane)
     return p
 
 
+def cmd_local(args) -> int:
+    from .backends.local.cli import main
+
+    return main(args.rest)
+
+
 # Subcommands whose own parser takes every argument after the name (``--help`` included).
 _PASSTHROUGH = {"device-plugin": cmd_device_plugin, "controlplane": cmd_controlplane, "mig": cmd_mig}
+_LOCAL = ("up", "down", "status", "logs", "kubeconfig")
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in _PASSTHROUGH:
         args = argparse.Namespace(rest=argv[1:], func=_PASSTHROUGH[argv[0]])
+    elif argv and argv[0] in _LOCAL:
+        args = argparse.Namespace(rest=argv, func=cmd_local)
     else:
         args = build_parser().parse_args(argv)
     try:
