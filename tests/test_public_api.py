@@ -159,3 +159,38 @@ spec: {containers: [{name: c, image: x, resources: {limits: {nvidia.com/gpu: 2}}
     assert pods.loc["two", "phase"] == "Failed" and pods.loc["two", "reason"] == "UnexpectedAdmissionError"
     assert "maximum request size for shared resources is 1; found 2" in pods.loc["two", "message"]
     assert lab.snapshot.requested[0, lab.snapshot.rindex["nvidia.com/gpu"]] == 1
+
+
+def test_plugin_crash_zeroes_allocatable_and_restart_recovers():
+    lab = gpu_lab.connect("sim")
+    lab.apply("""
+apiVersion: gpulab.dev/v1alpha1
+kind: NodePool
+metadata: {name: h100}
+spec: {count: 1, gpu: {model: H100-80GB, count: 8}, cpu: "96", memory: 1024Gi}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: before}
+spec: {containers: [{name: c, image: x, resources: {limits: {nvidia.com/gpu: 2}}}]}
+""")
+    lab.schedule()
+    lab.kill_plugin("h100-0")
+    node = lab.nodes().iloc[0]
+    assert node["nvidia.com/gpu allocatable"] == 0
+    assert lab.snapshot.nodes[0].capacity["nvidia.com/gpu"] == 8  # capacity stays
+    lab.apply("""
+apiVersion: v1
+kind: Pod
+metadata: {name: after}
+spec: {containers: [{name: c, image: x, resources: {limits: {nvidia.com/gpu: 1}}}]}
+""")
+    pods = lab.schedule().set_index("name")
+    assert pods.loc["before", "phase"] == "Running"  # running pods keep their GPUs
+    assert pods.loc["after", "message"].startswith("0/1 nodes are available: 1 Insufficient nvidia.com/gpu.")
+    lab.advance(301)  # past the kubelet's 5-minute grace period capacity drops too
+    assert lab.snapshot.nodes[0].capacity["nvidia.com/gpu"] == 0
+    lab.restart_plugin("h100-0")
+    pods = lab.pods().set_index("name")
+    assert pods.loc["after", "phase"] == "Running"
+    assert lab.snapshot.nodes[0].capacity["nvidia.com/gpu"] == 8

@@ -131,7 +131,7 @@ class SimSession(Session):
         if sc.nodes:
             for n in sc.nodes:
                 self._nodes[n.name] = n
-                self.devices[n.name] = DeviceManager(_advertised_devices(n))
+                self.devices[n.name] = self._device_manager(n)
             self.snapshot.set_nodes(self._nodes.values())
             refs += [f"node/{n.name}" for n in sc.nodes]
         self._created = max([self._created] + [p.created + 1 for p in sc.pods])
@@ -299,6 +299,11 @@ class SimSession(Session):
             self._run_queue()
         if seconds is not None:
             self.clock = target
+        for name in self._nodes:  # grace periods may have run out
+            n, dm = self._nodes[name], self.devices[name]
+            if dm.capacity() != {r: n.capacity.get(r) for r in dm.capacity()}:
+                self._sync_device_status(name)
+        self._run_queue()
         return self.pods()
 
     def label_node(self, node: str, labels: dict[str, str | None], *, evict: bool = False) -> list[str]:
@@ -326,7 +331,7 @@ class SimSession(Session):
                 rec.message = f"evicted from {node} to apply nvidia.com/mig.config={wanted}"
                 evicted.append(key)
             current = result.node
-            self.devices[node] = DeviceManager(_advertised_devices(current))
+            self.devices[node] = self._device_manager(current)
             self._plugin_configs.pop(node, None)
         new_labels = dict(current.labels)
         for k, v in labels.items():
@@ -341,6 +346,41 @@ class SimSession(Session):
         self.snapshot.set_nodes(self._nodes.values())
         self._run_queue()
         return evicted
+
+    def _device_manager(self, node: Node) -> DeviceManager:
+        """The node's kubelet device manager, on the simulated clock (grace periods elapse
+        with ``advance``)."""
+        return DeviceManager(_advertised_devices(node), clock=lambda: self.clock)
+
+    def _sync_device_status(self, node: str) -> None:
+        """Write the device manager's capacity/allocatable into the node, as the kubelet does."""
+        n, dm = self._nodes[node], self.devices[node]
+        n.capacity.update(dm.capacity())
+        n.allocatable.update(dm.allocatable())
+        self.snapshot.touch_nodes()
+
+    def kill_plugin(self, node: str) -> None:
+        """The node's device plugin dies: allocatable for its resources drops to 0 at once,
+        capacity stays until the kubelet's grace period (5 min) has passed on the clock.
+        Running pods keep their GPUs; new GPU pods stop landing there."""
+        if node not in self._nodes:
+            raise GpuLabError(f'nodes "{node}" not found')
+        dm = self.devices[node]
+        for resource in list(dm.devices):
+            dm.endpoint_stopped(resource)
+        self._sync_device_status(node)
+        self._run_queue()
+
+    def restart_plugin(self, node: str) -> None:
+        """The plugin comes back and re-registers: capacity and allocatable are restored."""
+        if node not in self._nodes:
+            raise GpuLabError(f'nodes "{node}" not found')
+        dm = self.devices[node]
+        for resource, ids in _advertised_devices(self._nodes[node]).items():
+            dm.register(resource, None)
+            dm.update_devices(resource, ids)
+        self._sync_device_status(node)
+        self._run_queue()
 
     def cordon(self, node: str, unschedulable: bool = True) -> None:
         """``kubectl cordon``: no new pods land on the node (``uncordon`` with False)."""
