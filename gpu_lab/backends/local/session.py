@@ -9,7 +9,10 @@ Reading back turns API objects into the shared table rows.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import signal
 import time
 from pathlib import Path
 from typing import Any
@@ -23,7 +26,8 @@ from ...model.scenario import load_documents, parse_scenario
 from ...sim.explain import Explanation
 from ..base import Session, Source
 from ..tables import NodeRow, PodRow, document, nodes_frame, pods_frame
-from .cluster import LocalCluster
+from .client import ApiError
+from .cluster import SCHEDULER, LocalCluster
 
 DEVICES_ANNOTATION = "gpulab.dev/devices"
 SYSTEM_NAMESPACES = {"kube-system", "kube-public", "kube-node-lease", "default"}
@@ -32,7 +36,9 @@ _TERMINAL = ("Succeeded", "Failed")
 
 
 def _condition(pod: dict, kind: str) -> dict:
-    return next((c for c in (pod.get("status") or {}).get("conditions") or [] if c.get("type") == kind), {})
+    return next(
+        (c for c in (pod.get("status") or {}).get("conditions") or [] if c.get("type") == kind), {}
+    )
 
 
 def pod_row(obj: dict) -> PodRow:
@@ -40,8 +46,10 @@ def pod_row(obj: dict) -> PodRow:
     meta, spec, status = obj["metadata"], obj.get("spec") or {}, obj.get("status") or {}
     classes = {}
     if spec.get("priorityClassName"):
-        classes[spec["priorityClassName"]] = {"value": spec.get("priority", 0),
-                                              "preemptionPolicy": spec.get("preemptionPolicy")}
+        classes[spec["priorityClassName"]] = {
+            "value": spec.get("priority", 0),
+            "preemptionPolicy": spec.get("preemptionPolicy"),
+        }
     pod = parse_pod(obj, priority_classes=classes)
     devices: dict[str, list[str]] = {}
     for per in json.loads((meta.get("annotations") or {}).get(DEVICES_ANNOTATION) or "{}").values():
@@ -53,18 +61,35 @@ def pod_row(obj: dict) -> PodRow:
     reason = status.get("reason") or ""
     if phase == "Pending" and scheduled.get("status") == "False":
         message, reason = scheduled.get("message", ""), scheduled.get("reason", "")
-    return PodRow(meta.get("namespace", "default"), meta["name"], spec.get("nodeName") or None, phase,
-                  spec.get("priority", 0), dict(pod.requests), devices,
-                  status.get("nominatedNodeName"), reason, message)
+    return PodRow(
+        meta.get("namespace", "default"),
+        meta["name"],
+        spec.get("nodeName") or None,
+        phase,
+        spec.get("priority", 0),
+        dict(pod.requests),
+        devices,
+        status.get("nominatedNodeName"),
+        reason,
+        message,
+    )
 
 
 class LocalSession(Session):
     backend = "local"
 
-    def __init__(self, name: str = "default", root: Path | str | None = None, progress=None,
-                 timeout: float = 60.0, settle: float = 1.0):
+    def __init__(
+        self,
+        name: str = "default",
+        root: Path | str | None = None,
+        progress=None,
+        timeout: float = 60.0,
+        settle: float = 1.0,
+    ):
         self.cluster = LocalCluster(name, root)
-        self.cluster.up(progress=progress or (lambda _m: None))  # idempotent: reconnects to a running lab
+        self.cluster.up(
+            progress=progress or (lambda _m: None)
+        )  # idempotent: reconnects to a running lab
         self.client = self.cluster.client()
         self.timeout, self.settle = timeout, settle
         self.agents: list[Any] = []
@@ -83,19 +108,47 @@ class LocalSession(Session):
         if sc.scheduler_config is not None:
             self.cluster.set_scheduler_config(sc.scheduler_config, progress=lambda _m: None)
             refs.append("kubeschedulerconfiguration")
-        order = {"Namespace": 0, "PriorityClass": 1}
-        for doc in sorted(docs, key=lambda d: order.get(d.get("kind"), 2)):
-            kind = doc.get("kind")
-            if kind in ("Namespace", "PriorityClass", "Pod", "Deployment", "ReplicaSet", "Job"):
-                ns = None if kind in _CLUSTER_SCOPED else (doc.get("metadata") or {}).get("namespace", "default")
-                self.client.create(doc, namespace=ns)
-                name = doc["metadata"]["name"]
-                self._created.append((kind, name, ns))
-                refs.append(f"{kind.lower()}/{name if ns is None else ns + '/' + name}")
         if sc.nodes:
             refs += self._start_nodes(sc.nodes)
-        self._expected_pods += len(sc.pods)
+        # Pause the scheduler while objects and their controllers' pods are created, so it
+        # sees the whole batch at once and pops it by priority then arrival, as the
+        # simulator does, instead of racing the creation order.
+        with self._scheduler_paused():
+            order = {"Namespace": 0, "PriorityClass": 1}
+            for doc in sorted(docs, key=lambda d: order.get(d.get("kind"), 2)):
+                kind = doc.get("kind")
+                if kind in ("Namespace", "PriorityClass", "Pod", "Deployment", "ReplicaSet", "Job"):
+                    ns = None if kind in _CLUSTER_SCOPED else (doc.get("metadata") or {}).get("namespace", "default")
+                    self._create(doc, ns)
+                    name = doc["metadata"]["name"]
+                    self._created.append((kind, name, ns))
+                    refs.append(f"{kind.lower()}/{name if ns is None else ns + '/' + name}")
+            self._expected_pods += len(sc.pods)
+            self._wait(lambda: len(self._user_pods()) >= self._expected_pods, "controllers to create pods")
         return refs
+
+    def _create(self, doc: dict, ns: str | None) -> None:
+        """Create, retrying while a new namespace's default ServiceAccount does not exist yet."""
+        deadline = time.monotonic() + self.timeout
+        while True:
+            try:
+                self.client.create(doc, namespace=ns)
+                return
+            except ApiError as err:
+                if "serviceaccount" not in str(err).lower() or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+
+    @contextlib.contextmanager
+    def _scheduler_paused(self):
+        pid = self.cluster.status(check_health=False)[SCHEDULER].pid
+        if pid:
+            os.kill(pid, signal.SIGSTOP)
+        try:
+            yield
+        finally:
+            if pid:
+                os.kill(pid, signal.SIGCONT)
 
     def _start_nodes(self, nodes) -> list[str]:
         from .nodeagent import NodeAgent
@@ -110,7 +163,14 @@ class LocalSession(Session):
     def _ready_nodes(self) -> set[str]:
         out = set()
         for n in self.client.list("Node")["items"]:
-            ready = next((c for c in (n.get("status") or {}).get("conditions") or [] if c["type"] == "Ready"), {})
+            ready = next(
+                (
+                    c
+                    for c in (n.get("status") or {}).get("conditions") or []
+                    if c["type"] == "Ready"
+                ),
+                {},
+            )
             if ready.get("status") == "True":
                 out.add(n["metadata"]["name"])
         return out
@@ -124,8 +184,11 @@ class LocalSession(Session):
 
     # ---------------------------------------------------------- schedule
     def _user_pods(self) -> list[dict]:
-        return [p for p in self.client.list("Pod")["items"]
-                if p["metadata"].get("namespace") not in SYSTEM_NAMESPACES - {"default"}]
+        return [
+            p
+            for p in self.client.list("Pod")["items"]
+            if p["metadata"].get("namespace") not in SYSTEM_NAMESPACES - {"default"}
+        ]
 
     def _settled(self) -> bool:
         pods = self._user_pods()
@@ -135,8 +198,9 @@ class LocalSession(Session):
             phase = (p.get("status") or {}).get("phase")
             if phase in _TERMINAL or p["spec"].get("nodeName") and phase == "Running":
                 continue
-            if _condition(p, "PodScheduled").get("reason") == "Unschedulable" and \
-                    not (p.get("status") or {}).get("nominatedNodeName"):
+            if _condition(p, "PodScheduled").get("reason") == "Unschedulable" and not (
+                p.get("status") or {}
+            ).get("nominatedNodeName"):
                 continue
             return False
         return True
@@ -153,7 +217,9 @@ class LocalSession(Session):
             else:
                 stable_since = None
             time.sleep(0.2)
-        raise GpuLabError(f"timed out after {self.timeout:.0f} s waiting for the scheduler to settle")
+        raise GpuLabError(
+            f"timed out after {self.timeout:.0f} s waiting for the scheduler to settle"
+        )
 
     # ----------------------------------------------------------- reading
     def _pod_rows(self) -> list[PodRow]:
@@ -163,18 +229,39 @@ class LocalSession(Session):
         pods = self._user_pods()
         rows = []
         for obj in self.client.list("Node")["items"]:
-            node = node_from_manifest({"apiVersion": "v1", "kind": "Node", "metadata": obj["metadata"],
-                                       "spec": obj.get("spec") or {}, "status": {
-                                           "capacity": obj["status"].get("capacity") or {},
-                                           "allocatable": obj["status"].get("allocatable") or {}}})
+            node = node_from_manifest(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Node",
+                    "metadata": obj["metadata"],
+                    "spec": obj.get("spec") or {},
+                    "status": {
+                        "capacity": obj["status"].get("capacity") or {},
+                        "allocatable": obj["status"].get("allocatable") or {},
+                    },
+                }
+            )
             requested: dict[str, int] = {"pods": 0}
             for p in pods:
-                if p["spec"].get("nodeName") == node.name and (p.get("status") or {}).get("phase") not in _TERMINAL:
+                if (
+                    p["spec"].get("nodeName") == node.name
+                    and (p.get("status") or {}).get("phase") not in _TERMINAL
+                ):
                     for k, v in pod_row(p).requests.items():
                         requested[k] = requested.get(k, 0) + v
                     requested["pods"] += 1
-            rows.append(NodeRow(node.name, node.labels.get("gpulab.dev/pool"), node.labels, node.taints,
-                                node.unschedulable, node.capacity, node.allocatable, requested))
+            rows.append(
+                NodeRow(
+                    node.name,
+                    node.labels.get("gpulab.dev/pool"),
+                    node.labels,
+                    node.taints,
+                    node.unschedulable,
+                    node.capacity,
+                    node.allocatable,
+                    requested,
+                )
+            )
         return rows
 
     def pods(self) -> pd.DataFrame:
@@ -191,14 +278,50 @@ class LocalSession(Session):
         ns, name = pod.split("/", 1) if "/" in pod else ("default", pod)
         obj = self.client.get("Pod", name, namespace=ns)
         row = pod_row(obj)
-        events = self.client.list("Event", namespace=ns,
-                                  field_selector=f"involvedObject.kind=Pod,involvedObject.name={name}")["items"]
-        notes = [f"{e.get('reason')}: {e.get('message')}" for e in events
-                 if e.get("reason") in ("Scheduled", "FailedScheduling", "Preempted", "Preempting")]
-        notes.append("per-plugin filter and score tables come from the embedded scheduler (backend sim); "
-                     "the real kube-scheduler reports only its decision and reasons")
-        return Explanation(f"{ns}/{name}", row.node, row.message, obj["spec"].get("schedulerName", ""),
-                           pd.DataFrame(), pd.DataFrame(), notes)
+        events = self.client.list(
+            "Event",
+            namespace=ns,
+            field_selector=f"involvedObject.kind=Pod,involvedObject.name={name}",
+        )["items"]
+        notes = [
+            f"{e.get('reason')}: {e.get('message')}"
+            for e in events
+            if e.get("reason") in ("Scheduled", "FailedScheduling", "Preempted", "Preempting")
+        ]
+        notes.append(
+            "per-plugin filter and score tables come from the embedded scheduler (backend sim); "
+            "the real kube-scheduler reports only its decision and reasons"
+        )
+        return Explanation(
+            f"{ns}/{name}",
+            row.node,
+            row.message,
+            obj["spec"].get("schedulerName", ""),
+            pd.DataFrame(),
+            pd.DataFrame(),
+            notes,
+        )
+
+    # ------------------------------------------------------- device plugins
+    def _agent_for(self, node: str):
+        for agent in self.agents:
+            if node in agent.nodes:
+                return agent
+        raise GpuLabError(f'nodes "{node}" not found (or not simulated by this session)')
+
+    def _gpu_allocatable(self, node: str) -> int:
+        alloc = self.client.get("Node", node)["status"].get("allocatable") or {}
+        return sum(int(v) for k, v in alloc.items() if k.startswith("nvidia.com/"))
+
+    def kill_plugin(self, node: str) -> None:
+        """Kill the node's device-plugin process: the kubelet side zeroes allocatable."""
+        self._agent_for(node).kill_plugin(node)
+        self._wait(lambda: self._gpu_allocatable(node) == 0, f"{node}'s GPUs to leave allocatable")
+
+    def restart_plugin(self, node: str) -> None:
+        """Start the plugin again; it re-registers and the GPUs come back."""
+        self._agent_for(node).restart_plugin(node)
+        self._wait(lambda: self._gpu_allocatable(node) > 0, f"{node}'s GPUs to return")
 
     # ------------------------------------------------------------- reset
     def reset(self) -> None:
@@ -206,8 +329,9 @@ class LocalSession(Session):
         for kind, name, ns in reversed(self._created):
             self.client.delete(kind, name, namespace=ns, missing_ok=True)
         for p in self._user_pods():
-            self.client.delete("Pod", p["metadata"]["name"], namespace=p["metadata"]["namespace"],
-                               missing_ok=True)
+            self.client.delete(
+                "Pod", p["metadata"]["name"], namespace=p["metadata"]["namespace"], missing_ok=True
+            )
         for agent in self.agents:
             agent.stop()
         for n in self.client.list("Node")["items"]:

@@ -1,0 +1,66 @@
+"""The differential fidelity suite: every scenario on the simulator and on the real scheduler.
+
+Agreement is required on the pending pods, on what each node ends up holding and on the
+scheduler's message for every pending pod. A disagreement fails unless the scenario is
+listed in known_differences.yaml with the reason.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+import gpu_lab
+from gpu_lab.fidelity import Case, differences, known_differences, run_case
+
+HERE = Path(__file__).parent
+CASES = sorted((HERE / "scenarios").glob("*.yaml"))
+KNOWN = known_differences(HERE / "known_differences.yaml")
+
+
+def test_there_are_at_least_30_scenarios():
+    assert len(CASES) >= 30
+
+
+@pytest.mark.parametrize("path", CASES, ids=[p.stem for p in CASES])
+def test_scenario_runs_on_the_simulator(path):
+    case = Case.load(path)
+    out = run_case(case, gpu_lab.connect("sim", seed=0))
+    assert out.usage or out.pending  # something was placed or is waiting
+
+
+def test_known_differences_name_real_scenarios_and_say_why():
+    for name, why in KNOWN.items():
+        assert (HERE / "scenarios" / f"{name}.yaml").exists(), name
+        assert len(why) > 20, f"{name}: say why"
+
+
+@pytest.fixture(scope="module")
+def local_session(tmp_path_factory):
+    from gpu_lab.backends.local.build import find_binaries
+
+    if not find_binaries("v1.37.2"):
+        if os.environ.get("CI") == "true":
+            pytest.fail("control-plane binaries missing: run `gpu-lab controlplane build`")
+        pytest.skip("control-plane binaries not built (gpu-lab controlplane build)")
+    session = gpu_lab.connect("local", name="fidelity", root=tmp_path_factory.mktemp("lab"), timeout=90)
+    yield session
+    session.close()
+    session.cluster.down(progress=None, purge=True)
+
+
+@pytest.mark.controlplane
+@pytest.mark.parametrize("path", CASES, ids=[p.stem for p in CASES])
+def test_sim_agrees_with_the_real_scheduler(path, local_session):
+    case = Case.load(path)
+    local_session.reset()
+    real = run_case(case, local_session)
+    sim = run_case(case, gpu_lab.connect("sim", seed=0))
+    diff = differences(case, sim, real)
+    if case.name in KNOWN:
+        if not diff:
+            pytest.fail(f"{case.name} is listed as a known difference but now agrees: remove it")
+        pytest.xfail(KNOWN[case.name])
+    assert not diff, "\n".join(diff)
