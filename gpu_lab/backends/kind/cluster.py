@@ -1,0 +1,248 @@
+"""``KindCluster(name).up(scenario)``: a kind cluster shaped like a scenario's nodes, with
+the fake NVIDIA device plugin registered with each GPU node's real kubelet.
+
+    lab = KindCluster("gpu-lab")
+    plan = lab.plan("lessons/scenarios/first_cluster.yaml")   # nothing runs; no Docker needed
+    print(plan.script())                                       # the exact commands
+    lab.up("lessons/scenarios/first_cluster.yaml")             # runs them (needs Docker, kind, kubectl)
+    lab.kubeconfig()                                           # <lab>/kubeconfig
+    lab.down()
+
+Everything the lab writes lives in ``$GPU_LAB_HOME/kind/<name>/`` (``kind-config.yaml``,
+``device-plugin.yaml``, ``up.sh``, ``kubeconfig``, ``up.log``); ``~/.kube/config`` is never
+touched. ``up`` only shapes the cluster (nodes, labels, taints, device plugin); creating the
+scenario's workloads is the session's job, as for the local backend.
+
+What differs from the simulator, by construction: kind's nodes are named
+``<name>-worker``, ``<name>-worker2``, ... (each carries ``gpulab.dev/node=<scenario
+name>``); their CPU, memory and pod capacity are the Docker host's, not the scenario's; the
+fake plugin derives GPU UUIDs from the kind node's name; the control-plane node exists (tainted
+``node-role.kubernetes.io/control-plane:NoSchedule``, as kind leaves it).
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ...model.scenario import Scenario, load_scenario
+from . import commands as cmd
+from . import config as kc
+from . import manifests as mf
+from .config import KindError
+
+Progress = Callable[[str], object] | None
+
+
+def default_repo() -> Path:
+    """The source tree this package runs from (holds the Dockerfile in a clone)."""
+    return Path(__file__).resolve().parents[3]
+
+
+def default_home() -> Path:
+    from ..local.cluster import default_home as home
+
+    return home()
+
+
+@dataclass
+class KindPlan:
+    """Everything ``up`` would write and run, computed without touching Docker."""
+
+    name: str
+    workers: list[kc.Worker]
+    config: dict[str, Any]
+    manifests: list[dict[str, Any]]
+    patches: list[mf.NodePatch]
+    resources: dict[str, dict[str, int]]  # pool -> {resource: count per node}
+    paths: dict[str, Path]
+    repo: Path
+    image: str
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def config_text(self) -> str:
+        return kc.dump(self.config)
+
+    @property
+    def manifests_text(self) -> str | None:
+        return mf.dump_all(self.manifests) if self.manifests else None
+
+    def steps(self, create: bool = True, build: bool = True) -> list[cmd.Step]:
+        return cmd.up_steps(
+            self.name,
+            repo=self.repo,
+            image=self.image,
+            config=self.paths["config"],
+            manifests=self.paths["manifests"] if self.manifests else None,
+            kubeconfig=self.paths["kubeconfig"],
+            patches=self.patches,
+            resources=self.resources,
+            create=create,
+            build=build,
+        )
+
+    def script(self, create: bool = True, build: bool = True) -> str:
+        preflight = [cmd.docker_info(), cmd.kind_version()]
+        return cmd.script(preflight + self.steps(create, build))
+
+    def node_names(self) -> dict[str, str]:
+        """Scenario node name -> the name kind gives that node."""
+        return {w.node: w.kind_name for w in self.workers}
+
+    def write(self) -> None:
+        """Write the kind config, the manifests and ``up.sh`` into the lab folder."""
+        d = self.paths["dir"]
+        d.mkdir(parents=True, exist_ok=True)
+        self.paths["config"].write_text(self.config_text)
+        if self.manifests_text is not None:
+            self.paths["manifests"].write_text(self.manifests_text)
+        else:
+            self.paths["manifests"].unlink(missing_ok=True)
+        self.paths["script"].write_text(self.script())
+
+
+class KindCluster:
+    """A named kind GPU lab; nothing runs until :meth:`up`."""
+
+    def __init__(
+        self,
+        name: str = kc.DEFAULT_NAME,
+        root: Path | str | None = None,
+        *,
+        image: str = mf.IMAGE,
+        node_image: str = kc.NODE_IMAGE,
+        repo: Path | str | None = None,
+        runner: cmd.Runner | None = None,
+        max_workers: int = kc.MAX_WORKERS,
+    ):
+        self.name = kc.check_name(name)
+        home = Path(root).expanduser() if root is not None else default_home()
+        self.dir = (home / "kind" / name).absolute()
+        self.image = image
+        self.node_image = node_image
+        self.repo = Path(repo) if repo is not None else default_repo()
+        self._runner = runner
+        self.max_workers = max_workers
+
+    def __repr__(self) -> str:
+        return f"KindCluster(name={self.name!r}, dir={str(self.dir)!r})"
+
+    # ------------------------------------------------------------------ paths
+
+    @property
+    def paths(self) -> dict[str, Path]:
+        return {
+            "dir": self.dir,
+            "config": self.dir / "kind-config.yaml",
+            "manifests": self.dir / "device-plugin.yaml",
+            "script": self.dir / "up.sh",
+            "kubeconfig": self.dir / "kubeconfig",
+            "log": self.dir / "up.log",
+        }
+
+    def kubeconfig(self) -> Path:
+        return self.paths["kubeconfig"]
+
+    def runner(self, progress: Progress = print) -> cmd.Runner:
+        if self._runner is not None:
+            return self._runner
+        return cmd.Runner(progress=progress, log=self.paths["log"])
+
+    # ------------------------------------------------------------------ plan
+
+    def plan(self, scenario: Scenario | Any) -> KindPlan:
+        """What ``up`` would do for ``scenario`` (a Scenario, or YAML text, path, dicts)."""
+        sc = scenario if isinstance(scenario, Scenario) else load_scenario(scenario)
+        if not sc.nodes:
+            raise KindError("the scenario has no Nodes or NodePools: nothing to make kind "
+                            "workers of")
+        if len(sc.nodes) > self.max_workers:
+            raise KindError(
+                f"the scenario has {len(sc.nodes)} nodes; kind runs one container per node "
+                f"(about 0.5 GB of memory each) and gpu-lab stops at {self.max_workers}: use "
+                "`gpu-lab up --backend local` for bigger clusters"
+            )
+        workers = kc.plan_workers(self.name, sc.nodes)
+        warnings = []
+        for w in workers:
+            rec = w.record
+            if w.pool is None and rec is not None and any(
+                r.startswith("nvidia.com/") for r in rec.capacity
+            ):
+                warnings.append(
+                    f"Node {w.node}: a plain Node gets no device plugin on kind, so its "
+                    "nvidia.com/* capacity is not reproduced (describe it as a NodePool)"
+                )
+        return KindPlan(
+            name=self.name,
+            workers=workers,
+            config=kc.kind_config(self.name, workers, self.node_image),
+            manifests=mf.device_plugin_manifests(workers, self.image),
+            patches=mf.node_patches(workers),
+            resources=mf.gpu_resources(workers),
+            paths=self.paths,
+            repo=self.repo,
+            image=self.image,
+            warnings=warnings,
+        )
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def exists(self, runner: cmd.Runner | None = None) -> bool:
+        """Whether kind lists a cluster of this name (needs kind and Docker)."""
+        out = (runner or self.runner(None)).output(cmd.kind_get_clusters())
+        return self.name in {ln.strip() for ln in out.splitlines()}
+
+    def up(self, scenario: Scenario | Any, progress: Progress = print,
+           build: bool = True) -> KindPlan:
+        """Create (or reuse) the cluster, build and load the plugin image, label and taint
+        the nodes, deploy the plugin and wait until every GPU node advertises its GPUs."""
+        say = progress or (lambda _m: None)
+        plan = self.plan(scenario)
+        if plan.manifests and build and not (self.repo / "Dockerfile").is_file():
+            raise KindError(f"no Dockerfile in {self.repo}: the device-plugin image is built "
+                            "from a gpu-lab source tree (a git clone)")
+        runner = self.runner(progress)
+        runner.preflight()
+        exists = self.exists(runner)
+        if exists:
+            old = self.paths["config"].read_text() if self.paths["config"].exists() else None
+            if old is None:
+                raise KindError(f"a kind cluster {self.name!r} exists but gpu-lab did not make "
+                                f"it (no {self.paths['config']}): pick another --name")
+            if old != plan.config_text:
+                raise KindError(f"the kind cluster {self.name!r} has other nodes than this "
+                                f"scenario: run `gpu-lab down --backend kind --name {self.name}` "
+                                "first")
+            say(f"kind cluster {self.name!r} exists: reusing it")
+        for w in plan.warnings:
+            say(f"warning: {w}")
+        plan.write()
+        say(f"kind cluster {self.name!r}: {len(plan.workers)} workers "
+            f"({', '.join(f'{w.node}={w.kind_name}' for w in plan.workers)})")
+        runner.execute(plan.steps(create=not exists, build=build))
+        say(f"kind cluster {self.name!r} ready; kubeconfig: {self.kubeconfig()}")
+        return plan
+
+    def down(self, progress: Progress = print, purge: bool = False) -> bool:
+        """Delete the kind cluster; ``purge`` also deletes the lab folder. Returns whether a
+        cluster was deleted."""
+        say = progress or (lambda _m: None)
+        runner = self.runner(progress)
+        runner.preflight(("docker", "kind"))
+        deleted = False
+        if self.exists(runner):
+            runner.execute(cmd.down_steps(self.name, self.kubeconfig()))
+            deleted = True
+            say(f"kind cluster {self.name!r} deleted")
+        else:
+            say(f"no kind cluster {self.name!r}")
+        if purge and self.dir.exists():
+            if self.dir.parent.name != "kind":
+                raise KindError(f"refusing to delete {self.dir}: not a gpu-lab kind lab folder")
+            shutil.rmtree(self.dir)
+        return deleted

@@ -1,0 +1,313 @@
+"""The commands that make a kind GPU lab, as data, and a runner that executes them.
+
+Every step is an argv list, exactly what a person would type (``Step.shell()`` prints it),
+so ``up`` can show the whole plan before running anything and tests can check it without
+Docker. In order:
+
+    docker info                                  the engine answers (preflight)
+    kind version                                 kind is v0.33.0 or newer (preflight)
+    docker build -t gpu-lab/fake-device-plugin:<version> -f <repo>/Dockerfile <repo>
+    kind create cluster --name N --config <lab>/kind-config.yaml --kubeconfig <lab>/kubeconfig
+    kind load docker-image gpu-lab/fake-device-plugin:<version> --name N
+    kubectl --kubeconfig K wait --for=condition=Ready nodes --all --timeout=180s
+    kubectl --kubeconfig K label nodes -l gpulab.dev/node=<node> --overwrite <GFD labels...>
+    kubectl --kubeconfig K taint nodes -l gpulab.dev/node=<node> --overwrite <key=value:Effect...>
+    kubectl --kubeconfig K apply -f <lab>/device-plugin.yaml
+    kubectl --kubeconfig K -n gpu-lab-system rollout status daemonset/gpu-lab-device-plugin-<pool> --timeout=180s
+    kubectl --kubeconfig K wait nodes -l gpulab.dev/pool=<pool> --for=jsonpath={.status.allocatable.nvidia\\.com/gpu}=8 --timeout=180s
+
+The last step is the proof that the real kubelet registered the fake plugin: allocatable
+``nvidia.com/*`` on every node of the pool equals what the simulator gives that node.
+``kind create cluster --kubeconfig`` keeps the credentials in the lab's own folder;
+``~/.kube/config`` is never touched. ``down`` is ``kind delete cluster --name N
+--kubeconfig K``.
+
+``Runner`` checks the tools first and stops with one line that names what is missing:
+``docker not found on PATH ...``, ``no Docker engine: <what docker info said>``, ``kind
+not found on PATH ...``, ``kind v0.29.0 is too old ...``, ``kubectl not found on PATH ...``.
+A failing step stops the run with its exit code and last line of output; the full output
+of every step goes to a log file.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import shutil
+import subprocess
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from ...model.nodepool import POOL_LABEL
+from .config import KIND_MIN_VERSION, KIND_RELEASE, KindError
+from .manifests import NAMESPACE, NodePatch, daemonset_name
+
+WAIT_TIMEOUT = "180s"
+DOCKER_INFO_TIMEOUT_S = 30.0
+
+INSTALL_HINTS = {
+    "docker": "the kind backend needs Docker (https://docs.docker.com/get-docker/); "
+    "without Docker use `gpu-lab up --backend local`",
+    "kind": f"install kind {KIND_RELEASE} or newer "
+    "(https://kind.sigs.k8s.io/docs/user/quick-start/#installation)",
+    "kubectl": "install kubectl (https://kubernetes.io/docs/tasks/tools/)",
+}
+
+
+@dataclass(frozen=True)
+class Step:
+    """One command: its argv, a one-line description, and a timeout (None: none)."""
+
+    argv: tuple[str, ...]
+    what: str
+    timeout: float | None = None
+
+    def shell(self) -> str:
+        return shlex.join(self.argv)
+
+
+# ---------------------------------------------------------------------------- builders
+
+
+def docker_info() -> Step:
+    return Step(("docker", "info", "--format", "{{.ServerVersion}}"), "check the Docker engine",
+                DOCKER_INFO_TIMEOUT_S)
+
+
+def kind_version() -> Step:
+    return Step(("kind", "version"), "check kind's version", 30.0)
+
+
+def docker_build(image: str, repo: Path, dockerfile: Path | None = None) -> Step:
+    dockerfile = dockerfile or repo / "Dockerfile"
+    return Step(("docker", "build", "-t", image, "-f", str(dockerfile), str(repo)),
+                f"build the fake device plugin image {image}")
+
+
+def kind_create(name: str, config: Path, kubeconfig: Path) -> Step:
+    return Step(("kind", "create", "cluster", "--name", name, "--config", str(config),
+                 "--kubeconfig", str(kubeconfig)),
+                f"create the kind cluster {name!r} (one container per node)")
+
+
+def kind_load(name: str, image: str) -> Step:
+    return Step(("kind", "load", "docker-image", image, "--name", name),
+                f"load {image} into the kind nodes")
+
+
+def kind_get_clusters() -> Step:
+    return Step(("kind", "get", "clusters"), "list kind clusters", 60.0)
+
+
+def kind_delete(name: str, kubeconfig: Path) -> Step:
+    return Step(("kind", "delete", "cluster", "--name", name, "--kubeconfig", str(kubeconfig)),
+                f"delete the kind cluster {name!r}")
+
+
+def kubectl(kubeconfig: Path, *args: str) -> tuple[str, ...]:
+    return ("kubectl", "--kubeconfig", str(kubeconfig), *args)
+
+
+def wait_nodes_ready(kubeconfig: Path) -> Step:
+    return Step(kubectl(kubeconfig, "wait", "--for=condition=Ready", "nodes", "--all",
+                        f"--timeout={WAIT_TIMEOUT}"),
+                "wait until every node is Ready")
+
+
+def label_node(kubeconfig: Path, patch: NodePatch) -> Step:
+    return Step(kubectl(kubeconfig, "label", "nodes", "-l", patch.selector, "--overwrite",
+                        *patch.label_args()),
+                f"label {patch.node}: {len(patch.labels)} labels kind cannot set at creation "
+                "(GPU Feature Discovery's and the kubelet-refused)")
+
+
+def taint_node(kubeconfig: Path, patch: NodePatch) -> Step:
+    return Step(kubectl(kubeconfig, "taint", "nodes", "-l", patch.selector, "--overwrite",
+                        *patch.taint_args()),
+                f"taint {patch.node}")
+
+
+def apply(kubeconfig: Path, manifests: Path) -> Step:
+    return Step(kubectl(kubeconfig, "apply", "-f", str(manifests)),
+                "deploy the fake device plugin (DaemonSet per GPU pool, ConfigMap of configs)")
+
+
+def rollout_status(kubeconfig: Path, pool: str) -> Step:
+    ds = daemonset_name(pool)
+    return Step(kubectl(kubeconfig, "-n", NAMESPACE, "rollout", "status", f"daemonset/{ds}",
+                        f"--timeout={WAIT_TIMEOUT}"),
+                f"wait for the device plugin of pool {pool}")
+
+
+def jsonpath_field(resource: str) -> str:
+    """``nvidia.com/mig-1g.10gb`` -> ``nvidia\\.com/mig-1g\\.10gb`` (dots in a key escaped)."""
+    return resource.replace(".", "\\.")
+
+
+def wait_allocatable(kubeconfig: Path, pool: str, resource: str, count: int) -> Step:
+    path = "{.status.allocatable." + jsonpath_field(resource) + "}"
+    return Step(kubectl(kubeconfig, "wait", "nodes", "-l", f"{POOL_LABEL}={pool}",
+                        f"--for=jsonpath={path}={count}", f"--timeout={WAIT_TIMEOUT}"),
+                f"wait until the kubelet advertises {resource}={count} on pool {pool}")
+
+
+def up_steps(
+    name: str,
+    *,
+    repo: Path,
+    image: str,
+    config: Path,
+    manifests: Path | None,
+    kubeconfig: Path,
+    patches: list[NodePatch],
+    resources: dict[str, dict[str, int]],
+    create: bool = True,
+    build: bool = True,
+) -> list[Step]:
+    """The whole ``up`` sequence after the preflight checks.
+
+    ``manifests`` is None when no pool has GPUs (nothing to build, load or deploy);
+    ``create=False`` reuses a cluster that already exists."""
+    plugin = manifests is not None
+    steps: list[Step] = []
+    if plugin and build:
+        steps.append(docker_build(image, repo))
+    if create:
+        steps.append(kind_create(name, config, kubeconfig))
+    if plugin:
+        steps.append(kind_load(name, image))
+    steps.append(wait_nodes_ready(kubeconfig))
+    for p in patches:
+        if p.labels:
+            steps.append(label_node(kubeconfig, p))
+        if p.taints:
+            steps.append(taint_node(kubeconfig, p))
+    if plugin:
+        steps.append(apply(kubeconfig, manifests))
+        for pool in resources:
+            steps.append(rollout_status(kubeconfig, pool))
+        for pool, res in resources.items():
+            for r, n in res.items():
+                steps.append(wait_allocatable(kubeconfig, pool, r, n))
+    return steps
+
+
+def down_steps(name: str, kubeconfig: Path) -> list[Step]:
+    return [kind_delete(name, kubeconfig)]
+
+
+def script(steps: Iterable[Step]) -> str:
+    """The steps as a shell script (comments say what each does)."""
+    lines = ["#!/bin/sh", "# written by gpu-lab: what `gpu-lab up --backend kind` runs", "set -e"]
+    for s in steps:
+        lines += [f"# {s.what}", s.shell()]
+    return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------------------- running
+
+
+def _last_line(text: str) -> str:
+    lines = [ln.strip() for ln in (text or "").splitlines() if ln.strip()]
+    return lines[-1] if lines else ""
+
+
+def parse_kind_version(text: str) -> tuple[int, int, int] | None:
+    """``kind v0.33.0 go1.25.1 linux/amd64`` -> (0, 33, 0)."""
+    m = re.search(r"\bv(\d+)\.(\d+)\.(\d+)", text or "")
+    return (int(m[1]), int(m[2]), int(m[3])) if m else None
+
+
+Run = Callable[..., subprocess.CompletedProcess]
+
+
+class Runner:
+    """Runs steps as subprocesses; every failure is one ``KindError`` line.
+
+    ``run`` and ``which`` are ``subprocess.run`` and ``shutil.which`` unless a test gives
+    its own; ``log`` (a path) receives every step's full output."""
+
+    def __init__(
+        self,
+        progress: Callable[[str], object] | None = print,
+        run: Run = subprocess.run,
+        which: Callable[[str], str | None] = shutil.which,
+        log: Path | None = None,
+    ):
+        self.progress = progress or (lambda _m: None)
+        self._run = run
+        self._which = which
+        self.log = log
+
+    def require(self, tool: str) -> str:
+        path = self._which(tool)
+        if not path:
+            raise KindError(f"{tool} not found on PATH: {INSTALL_HINTS.get(tool, 'install it')}")
+        return path
+
+    def preflight(self, tools: Iterable[str] = ("docker", "kind", "kubectl")) -> None:
+        """The tools exist and work: the Docker engine answers, kind is new enough."""
+        tools = list(tools)
+        if "docker" in tools:
+            self.require("docker")
+            res = self._call(docker_info(), check=False)
+            if res.returncode != 0:
+                why = _last_line(res.stderr) or _last_line(res.stdout) or f"exit {res.returncode}"
+                raise KindError(f"no Docker engine: {why} (`docker info` failed; start Docker, "
+                                "or use `gpu-lab up --backend local`)")
+        if "kind" in tools:
+            self.require("kind")
+            res = self._call(kind_version(), check=False)
+            found = parse_kind_version(res.stdout + res.stderr)
+            if found is not None and found < KIND_MIN_VERSION:
+                have = "v{}.{}.{}".format(*found)
+                raise KindError(f"kind {have} is too old: gpu-lab's node image is the one kind "
+                                f"{KIND_RELEASE} ships; install kind {KIND_RELEASE} or newer")
+        if "kubectl" in tools:
+            self.require("kubectl")
+
+    def _write_log(self, step: Step, res: subprocess.CompletedProcess | None, note: str = ""):
+        if self.log is None:
+            return
+        self.log.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.log, "a") as f:
+            f.write(f"$ {step.shell()}\n")
+            if res is not None:
+                f.write((res.stdout or "") + (res.stderr or ""))
+                f.write(f"[exit {res.returncode}]\n")
+            if note:
+                f.write(note + "\n")
+
+    def _call(self, step: Step, check: bool = True) -> subprocess.CompletedProcess:
+        try:
+            res = self._run(list(step.argv), capture_output=True, text=True,
+                            timeout=step.timeout, stdin=subprocess.DEVNULL)
+        except FileNotFoundError:
+            raise KindError(f"{step.argv[0]} not found on PATH: "
+                            f"{INSTALL_HINTS.get(step.argv[0], 'install it')}") from None
+        except subprocess.TimeoutExpired:
+            self._write_log(step, None, f"[timed out after {step.timeout:g} s]")
+            if step.argv[:2] == ("docker", "info"):
+                raise KindError(f"no Docker engine: `docker info` did not answer in "
+                                f"{step.timeout:g} s") from None
+            raise KindError(f"`{step.shell()}` did not finish in {step.timeout:g} s") from None
+        self._write_log(step, res)
+        if check and res.returncode != 0:
+            why = _last_line(res.stderr) or _last_line(res.stdout)
+            where = f" (full output: {self.log})" if self.log else ""
+            cmd = " ".join(step.argv[:3])
+            raise KindError(f"`{cmd} ...` failed (exit {res.returncode}): {why}{where}")
+        return res
+
+    def run(self, step: Step) -> subprocess.CompletedProcess:
+        self.progress(f"  {step.what}\n    $ {step.shell()}")
+        return self._call(step)
+
+    def output(self, step: Step) -> str:
+        """Run a read-only step quietly and return its stdout."""
+        return self._call(step).stdout
+
+    def execute(self, steps: Iterable[Step]) -> None:
+        for s in steps:
+            self.run(s)

@@ -1,0 +1,167 @@
+"""The kind cluster config for a scenario: one control plane, one worker per scenario node.
+
+kind (``kind.x-k8s.io/v1alpha4``) runs each node as a Docker container. A worker can only
+be given labels, which kind passes to the kubelet as ``--node-labels``; the kubelet refuses
+to start when one of them is in the ``kubernetes.io`` or ``k8s.io`` namespaces and is not
+one it may set on itself (``kubelet_accepts_label``). So the kind config carries:
+
+* ``gpulab.dev/node=<scenario node name>`` (kind names its nodes ``<cluster>-worker``,
+  ``<cluster>-worker2``, ..., so this is how a scenario node is found again),
+* ``gpulab.dev/pool`` (the device-plugin DaemonSet of each pool selects on it),
+* the scenario node's other labels the kubelet accepts that are not GFD's.
+
+Everything else (GPU Feature Discovery's ``nvidia.com/*`` labels, labels the kubelet
+refuses such as ``node-role.kubernetes.io/gpu``) and the taints are applied once the nodes
+exist (``manifests.node_patches``). The kubelet sets ``kubernetes.io/hostname``, ``os``
+and ``arch`` itself, from the real container; they are left alone. No
+``kubeadmConfigPatches`` are needed.
+
+The node image is kind's own build of Kubernetes v1.37: ``kindest/node:v1.37.0``, pinned by
+the digest kind v0.33.0 (released 2026-08-26) lists. That is the newest 1.37 node image a
+kind release lists that we could confirm (no published ``v1.37.1``/``v1.37.2`` node image was
+found); the local backend runs v1.37.2. kind supports a node image with the kind release it
+was published with, so ``kind`` must be v0.33.0 or newer (``commands`` checks).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+from ...errors import GpuLabError
+from ...model.nodepool import POOL_LABEL
+from ...model.objects import Node, Taint
+
+API_VERSION = "kind.x-k8s.io/v1alpha4"
+KIND_RELEASE = "v0.33.0"
+KIND_MIN_VERSION = (0, 33, 0)
+KUBERNETES_VERSION = "v1.37.0"
+NODE_IMAGE = (
+    "kindest/node:v1.37.0"
+    "@sha256:a1ed56cfb0e7b93589bdf97c8cd566405a265939e3620fc4f5de89adff580ae5"
+)
+NODE_LABEL = "gpulab.dev/node"
+DEFAULT_NAME = "gpu-lab"
+#: one container per node, roughly half a GB of memory each
+MAX_WORKERS = 12
+
+#: labels the kubelet writes itself, from the machine it runs on
+KUBELET_OWN_LABELS = ("kubernetes.io/hostname", "kubernetes.io/os", "kubernetes.io/arch")
+#: the labels in the kubernetes.io / k8s.io namespaces a kubelet may set on its own Node
+#: (k8s.io/kubelet/pkg/apis: KubeletLabels, KubeletLabelNamespaces)
+KUBELET_LABELS = frozenset({
+    "kubernetes.io/hostname",
+    "kubernetes.io/os",
+    "kubernetes.io/arch",
+    "beta.kubernetes.io/os",
+    "beta.kubernetes.io/arch",
+    "beta.kubernetes.io/instance-type",
+    "node.kubernetes.io/instance-type",
+    "failure-domain.beta.kubernetes.io/zone",
+    "failure-domain.beta.kubernetes.io/region",
+    "topology.kubernetes.io/zone",
+    "topology.kubernetes.io/region",
+})
+KUBELET_LABEL_NAMESPACES = ("kubelet.kubernetes.io", "node.kubernetes.io")
+GFD_PREFIX = "nvidia.com/"
+
+# kind's own rule for cluster names (pkg/internal/apis/config/validate.go); we also keep
+# them short enough for "<name>-control-plane" and DNS labels
+_NAME = re.compile(r"^[a-z0-9]([a-z0-9.-]{0,38}[a-z0-9])?$")
+
+
+class KindError(GpuLabError):
+    """The kind backend cannot go on (one line, naming what is missing or wrong)."""
+
+
+def check_name(name: str) -> str:
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise KindError(
+            f"invalid kind cluster name {name!r}: use 1-40 lower-case letters, digits, '-' or "
+            "'.', starting and ending with a letter or digit"
+        )
+    return name
+
+
+def _namespace(key: str) -> str:
+    return key.split("/", 1)[0] if "/" in key else ""
+
+
+def is_kubernetes_label(key: str) -> bool:
+    ns = _namespace(key)
+    return any(ns == d or ns.endswith("." + d) for d in ("kubernetes.io", "k8s.io"))
+
+
+def kubelet_accepts_label(key: str) -> bool:
+    """Whether ``kubelet --node-labels`` takes ``key`` (cmd/kubelet/app/options: labels in
+    the kubernetes.io/k8s.io namespaces must be kubelet labels, else the kubelet exits)."""
+    if not is_kubernetes_label(key) or key in KUBELET_LABELS:
+        return True
+    ns = _namespace(key)
+    return any(ns == a or ns.endswith("." + a) for a in KUBELET_LABEL_NAMESPACES)
+
+
+def kind_node_names(cluster: str, workers: int) -> tuple[str, list[str]]:
+    """The names kind gives its nodes (``common.MakeNodeNamer``): control plane, workers."""
+    names = [f"{cluster}-worker" + (str(i + 1) if i else "") for i in range(workers)]
+    return f"{cluster}-control-plane", names
+
+
+@dataclass
+class Worker:
+    """One scenario node as a kind worker."""
+
+    node: str  # the scenario's node name, e.g. h100-0
+    kind_name: str  # the name kind gives it, e.g. gpu-lab-worker2
+    pool: str | None
+    kind_labels: dict[str, str]  # in the kind config (kubelet --node-labels)
+    patch_labels: dict[str, str]  # applied after creation (GFD's and the kubelet-refused)
+    taints: list[Taint] = field(default_factory=list)
+    record: Node | None = field(default=None, repr=False)
+
+    @property
+    def selector(self) -> str:
+        return f"{NODE_LABEL}={self.node}"
+
+
+def plan_workers(cluster: str, nodes: list[Node]) -> list[Worker]:
+    """Split each node's labels between the kind config and the post-creation patch."""
+    check_name(cluster)
+    _, kind_names = kind_node_names(cluster, len(nodes))
+    workers = []
+    for node, kind_name in zip(nodes, kind_names):
+        kind_labels = {NODE_LABEL: node.name}
+        patch: dict[str, str] = {}
+        for key, val in node.labels.items():
+            if key in KUBELET_OWN_LABELS or key == NODE_LABEL:
+                continue
+            if key.startswith(GFD_PREFIX) or not kubelet_accepts_label(key):
+                patch[key] = val
+            else:
+                kind_labels[key] = val
+        if node.pool is not None:
+            kind_labels[POOL_LABEL] = node.pool
+        workers.append(
+            Worker(node.name, kind_name, node.pool, kind_labels, patch, list(node.taints), node)
+        )
+    return workers
+
+
+def kind_config(cluster: str, workers: list[Worker], image: str = NODE_IMAGE) -> dict[str, Any]:
+    """The ``kind create cluster --config`` document."""
+    check_name(cluster)
+    nodes: list[dict[str, Any]] = [{"role": "control-plane", "image": image}]
+    for w in workers:
+        nodes.append({"role": "worker", "image": image, "labels": dict(w.kind_labels)})
+    return {"kind": "Cluster", "apiVersion": API_VERSION, "name": cluster, "nodes": nodes}
+
+
+def dump(config: dict[str, Any]) -> str:
+    head = (
+        "# written by gpu-lab (gpu-lab up --backend kind): one worker per scenario node;\n"
+        "# GPU Feature Discovery labels and taints are applied after creation\n"
+    )
+    return head + yaml.safe_dump(config, sort_keys=False, default_flow_style=False)

@@ -1,0 +1,842 @@
+"""The kind backend up to the docker/kind boundary.
+
+No Docker engine runs where these tests run, so nothing here creates a kind cluster. What is
+checked instead: the generated kind config and manifests (structure, labels, per-pool plugin
+arguments, NVIDIA's config format, and that those arguments make the plugin advertise what
+the scenario's node has), the exact docker/kind/kubectl argv, the one-line errors when a tool
+or the Docker engine is missing, and, on the real local control plane (marker
+``controlplane``), that every generated object passes server-side dry-run and the kubectl
+steps are accepted by a real API server.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+import yaml
+
+from gpu_lab.backends.kind import KindCluster, KindError
+from gpu_lab.backends.kind import commands as cmd
+from gpu_lab.backends.kind import config as kc
+from gpu_lab.backends.kind import manifests as mf
+from gpu_lab.deviceplugin.config import load_config, parse_config
+from gpu_lab.deviceplugin.plugin import FakeDevicePlugin, build_parser
+from gpu_lab.model.scenario import load_scenario
+
+REPO = Path(__file__).resolve().parents[2]
+LINUX = sys.platform.startswith("linux")
+
+SCENARIO = """
+apiVersion: gpulab.dev/v1alpha1
+kind: NodePool
+metadata: {name: h100}
+spec:
+  count: 2
+  gpu: {model: H100-80GB, count: 8}
+  cpu: "96"
+  memory: 1024Gi
+  instanceType: p5.48xlarge
+  labels: {team: ml, node-role.kubernetes.io/gpu: "", topology.kubernetes.io/zone: us-east-1a}
+  taints: [{key: nvidia.com/gpu, value: present, effect: NoSchedule}]
+  devicePlugin: {version: v1, flags: {migStrategy: none}}
+---
+apiVersion: gpulab.dev/v1alpha1
+kind: NodePool
+metadata: {name: t4}
+spec:
+  count: 1
+  gpu: {model: T4, count: 1}
+  cpu: "8"
+  memory: 32Gi
+  taints: [{key: dedicated, effect: PreferNoSchedule}]
+  devicePlugin:
+    version: v1
+    sharing: {timeSlicing: {resources: [{name: nvidia.com/gpu, replicas: 4}]}}
+---
+apiVersion: gpulab.dev/v1alpha1
+kind: NodePool
+metadata: {name: a100}
+spec:
+  count: 1
+  gpu: {model: A100-40GB, count: 2}
+  cpu: "32"
+  memory: 256Gi
+  devicePlugin: {version: v1, flags: {migStrategy: mixed}}
+  mig: {config: all-balanced}
+---
+apiVersion: gpulab.dev/v1alpha1
+kind: NodePool
+metadata: {name: h200}
+spec:
+  count: 1
+  gpu: {model: H200-141GB, count: 1}
+  cpu: "32"
+  memory: 256Gi
+  devicePlugin: {version: v1, flags: {migStrategy: single}}
+  mig:
+    config: sevens
+    migParted:
+      version: v1
+      mig-configs:
+        sevens:
+        - devices: all
+          mig-enabled: true
+          mig-devices: {"1g.18gb": 7}
+---
+apiVersion: gpulab.dev/v1alpha1
+kind: NodePool
+metadata: {name: l4}
+spec:
+  count: 1
+  gpu: {model: L4, count: 2}
+  cpu: "16"
+  memory: 64Gi
+---
+apiVersion: gpulab.dev/v1alpha1
+kind: NodePool
+metadata: {name: cpu}
+spec: {count: 1, cpu: "16", memory: 64Gi}
+"""
+NAME = "gpu-lab-t"
+
+
+@pytest.fixture(scope="module")
+def scenario():
+    return load_scenario(SCENARIO)
+
+
+@pytest.fixture(scope="module")
+def plan(scenario, tmp_path_factory):
+    return KindCluster(NAME, root=tmp_path_factory.mktemp("home"), repo=REPO).plan(scenario)
+
+
+def _by_node(plan) -> dict:
+    return {w.node: w for w in plan.workers}
+
+
+def _daemonsets(plan) -> dict:
+    return {
+        o["metadata"]["name"].removeprefix(mf.APP + "-"): o
+        for o in plan.manifests
+        if o["kind"] == "DaemonSet"
+    }
+
+
+# =========================================================================== kind config
+
+
+def test_kind_config_is_one_control_plane_and_one_worker_per_node(plan, scenario):
+    cfg = plan.config
+    assert cfg["kind"] == "Cluster"
+    assert cfg["apiVersion"] == "kind.x-k8s.io/v1alpha4"
+    assert cfg["name"] == NAME
+    roles = [n["role"] for n in cfg["nodes"]]
+    assert roles == ["control-plane"] + ["worker"] * len(scenario.nodes)
+    assert {n["image"] for n in cfg["nodes"]} == {kc.NODE_IMAGE}
+    assert all(set(n) <= {"role", "image", "labels"} for n in cfg["nodes"])  # no kubeadm patches
+    assert [n["labels"][kc.NODE_LABEL] for n in cfg["nodes"][1:]] == [n.name for n in scenario.nodes]
+    assert yaml.safe_load(plan.config_text) == cfg
+
+
+def test_node_image_is_kinds_pinned_v1_37_build():
+    assert re.fullmatch(r"kindest/node:v1\.37\.\d+@sha256:[0-9a-f]{64}", kc.NODE_IMAGE)
+    assert kc.NODE_IMAGE.startswith(f"kindest/node:{kc.KUBERNETES_VERSION}@")
+    assert kc.KIND_MIN_VERSION == (0, 33, 0) and kc.KIND_RELEASE == "v0.33.0"
+
+
+def test_worker_names_follow_kinds_node_namer(plan):
+    cp, workers = kc.kind_node_names("lab", 3)
+    assert cp == "lab-control-plane"
+    assert workers == ["lab-worker", "lab-worker2", "lab-worker3"]
+    assert plan.node_names() == {
+        "h100-0": f"{NAME}-worker", "h100-1": f"{NAME}-worker2", "t4-0": f"{NAME}-worker3",
+        "a100-0": f"{NAME}-worker4", "h200-0": f"{NAME}-worker5", "l4-0": f"{NAME}-worker6",
+        "cpu-0": f"{NAME}-worker7",
+    }  # fmt: skip
+
+
+def test_kind_labels_are_those_the_kubelet_accepts_the_rest_is_patched(plan, scenario):
+    h100 = _by_node(plan)["h100-0"]
+    assert h100.kind_labels == {
+        "gpulab.dev/node": "h100-0",
+        "node.kubernetes.io/instance-type": "p5.48xlarge",
+        "team": "ml",
+        "topology.kubernetes.io/zone": "us-east-1a",
+        "gpulab.dev/pool": "h100",
+    }
+    assert h100.patch_labels["node-role.kubernetes.io/gpu"] == ""  # the kubelet refuses it
+    assert h100.patch_labels["nvidia.com/gpu.product"] == "NVIDIA-H100-80GB-HBM3"
+    for w, node in zip(plan.workers, scenario.nodes):
+        assert not any(k.startswith("nvidia.com/") for k in w.kind_labels)
+        assert all(kc.kubelet_accepts_label(k) for k in w.kind_labels)
+        assert not set(w.kind_labels) & set(w.patch_labels)
+        own = set(kc.KUBELET_OWN_LABELS)
+        assert not (set(w.kind_labels) | set(w.patch_labels)) & own
+        merged = {**w.kind_labels, **w.patch_labels}
+        merged.pop(kc.NODE_LABEL)
+        assert merged == {k: v for k, v in node.labels.items() if k not in own}
+
+
+@pytest.mark.parametrize(
+    ("key", "ok"),
+    [
+        ("gpulab.dev/pool", True),
+        ("team", True),
+        ("nvidia.com/gpu.product", True),
+        ("node.kubernetes.io/instance-type", True),
+        ("topology.kubernetes.io/zone", True),
+        ("kubernetes.io/arch", True),
+        ("kubelet.kubernetes.io/x", True),
+        ("example.node.kubernetes.io/x", True),
+        ("node-role.kubernetes.io/gpu", False),
+        ("node-restriction.kubernetes.io/pool", False),
+        ("kubernetes.io/role", False),
+        ("k8s.io/x", False),
+        ("foo.k8s.io/x", False),
+    ],
+)
+def test_kubelet_node_labels_rule(key, ok):
+    assert kc.kubelet_accepts_label(key) is ok
+
+
+@pytest.mark.parametrize("name", ["", "Lab", "-lab", "lab_1", "a" * 41, "lab/x"])
+def test_bad_cluster_names_are_refused(name):
+    with pytest.raises(KindError, match="invalid kind cluster name"):
+        KindCluster(name)
+
+
+# =========================================================================== manifests
+
+
+def test_one_daemonset_per_gpu_pool_selecting_its_nodes(plan):
+    ds = _daemonsets(plan)
+    assert list(ds) == ["h100", "t4", "a100", "h200", "l4"]  # the cpu pool has no plugin
+    for pool, obj in ds.items():
+        assert obj["metadata"]["namespace"] == mf.NAMESPACE
+        tmpl = obj["spec"]["template"]
+        assert obj["spec"]["selector"]["matchLabels"] == tmpl["metadata"]["labels"]
+        spec = tmpl["spec"]
+        assert spec["nodeSelector"] == {"gpulab.dev/pool": pool}
+        assert spec["tolerations"] == [{"operator": "Exists"}]
+        assert spec["priorityClassName"] == "system-node-critical"
+        assert spec["automountServiceAccountToken"] is False
+        (c,) = spec["containers"]
+        assert c["image"] == f"gpu-lab/fake-device-plugin:{__import__('gpu_lab').__version__}"
+        assert c["imagePullPolicy"] == "IfNotPresent"
+        assert c["env"] == [
+            {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}
+        ]
+        vols = {v["name"]: v for v in spec["volumes"]}
+        assert vols["device-plugins"]["hostPath"] == {
+            "path": "/var/lib/kubelet/device-plugins", "type": "Directory"
+        }
+        assert vols["config"]["configMap"] == {
+            "name": mf.CONFIG_MAP, "items": [{"key": pool, "path": "config.yaml"}]
+        }
+        mounts = {m["name"]: m["mountPath"] for m in c["volumeMounts"]}
+        assert mounts["device-plugins"] == "/var/lib/kubelet/device-plugins"
+    kinds = [o["kind"] for o in plan.manifests]
+    assert kinds == ["Namespace", "ConfigMap", "ConfigMap"] + ["DaemonSet"] * 5
+    assert "ServiceAccount" not in kinds and "ClusterRole" not in kinds  # no RBAC needed
+
+
+def test_plugin_args_per_pool(plan):
+    args = {p: o["spec"]["template"]["spec"]["containers"][0]["args"]
+            for p, o in _daemonsets(plan).items()}
+    base = ["--config", "/etc/gpu-lab/device-plugin/config.yaml",
+            "--plugin-dir", "/var/lib/kubelet/device-plugins"]
+    assert args == {
+        "h100": ["--model", "H100-80GB", "--gpus", "8", *base],
+        "t4": ["--model", "T4", "--gpus", "1", *base],
+        "a100": ["--model", "A100-40GB", "--gpus", "2", *base, "--mig-config", "all-balanced"],
+        "h200": ["--model", "H200-141GB", "--gpus", "1", *base,
+                 "--mig-config", "/etc/gpu-lab/mig-parted/config.yaml",
+                 "--mig-config-name", "sevens"],
+        "l4": ["--model", "L4", "--gpus", "2", *base],
+    }  # fmt: skip
+    for a in args.values():
+        build_parser().parse_args(a)  # the plugin's own parser takes them
+
+
+def test_config_map_holds_nvidias_config_per_pool(plan, scenario):
+    (cm,) = [o for o in plan.manifests if o["metadata"]["name"] == mf.CONFIG_MAP]
+    pools = {p["metadata"]["name"]: p["spec"] for p in scenario.node_pools}
+    assert list(cm["data"]) == ["h100", "t4", "a100", "h200", "l4"]
+    for pool, text in cm["data"].items():
+        assert yaml.safe_load(text) == (pools[pool].get("devicePlugin") or {"version": "v1"})
+        parse_config(yaml.safe_load(text), pool)  # NVIDIA's format, as the plugin reads it
+    assert yaml.safe_load(cm["data"]["t4"])["sharing"]["timeSlicing"]["resources"] == [
+        {"name": "nvidia.com/gpu", "replicas": 4}
+    ]
+
+
+def test_mig_parted_config_map_only_for_pools_with_their_own_file(plan, scenario):
+    (cm,) = [o for o in plan.manifests if o["metadata"]["name"] == mf.MIG_PARTED_CONFIG_MAP]
+    assert list(cm["data"]) == ["h200"]
+    h200 = next(p for p in scenario.node_pools if p["metadata"]["name"] == "h200")
+    assert yaml.safe_load(cm["data"]["h200"]) == h200["spec"]["mig"]["migParted"]
+    vols = _daemonsets(plan)["h200"]["spec"]["template"]["spec"]["volumes"]
+    assert {v["name"] for v in vols} == {"device-plugins", "config", "mig-parted"}
+    assert "mig-parted" not in {
+        v["name"] for v in _daemonsets(plan)["a100"]["spec"]["template"]["spec"]["volumes"]
+    }
+
+
+@pytest.mark.parametrize("pool", ["h100", "t4", "a100", "h200", "l4"])
+def test_daemonset_makes_the_plugin_advertise_the_scenario_node(plan, scenario, pool, tmp_path):
+    """Play the container: mount the ConfigMaps where the DaemonSet mounts them, parse its
+    args with the plugin's parser, build the plugin. It serves the node's devices."""
+    ds = _daemonsets(plan)[pool]
+    args = ds["spec"]["template"]["spec"]["containers"][0]["args"]
+    files = {}
+    for o in plan.manifests:
+        if o["kind"] == "ConfigMap" and pool in o["data"]:
+            where = mf.CONFIG_DIR if o["metadata"]["name"] == mf.CONFIG_MAP else mf.MIG_PARTED_DIR
+            path = tmp_path / where.strip("/") / "config.yaml"
+            path.parent.mkdir(parents=True)
+            path.write_text(o["data"][pool])
+            files[f"{where}/config.yaml"] = str(path)
+    args = [files.get(a, a) for a in args]
+    ns = build_parser().parse_args(args)
+    node = next(n for n in scenario.nodes if n.pool == pool)
+    fake = FakeDevicePlugin(ns.model, ns.gpus, load_config(ns.config), tmp_path / "dp",
+                            node.name, mig_config=ns.mig_config,
+                            mig_config_name=ns.mig_config_name)
+    assert fake.devices == node.devices
+    assert {r: len(ids) for r, ids in fake.devices.items()} == plan.resources[pool]
+    assert plan.resources[pool] == {
+        r: n for r, n in node.allocatable.items() if r.startswith("nvidia.com/")
+    }
+
+
+def test_node_patches_carry_gfd_labels_and_taints(plan, scenario):
+    patches = {p.node: p for p in plan.patches}
+    assert "cpu-0" not in patches  # nothing kind could not set itself
+    h100 = patches["h100-0"]
+    assert h100.selector == "gpulab.dev/node=h100-0"
+    node = next(n for n in scenario.nodes if n.name == "h100-0")
+    gfd = {k: v for k, v in node.labels.items() if k.startswith("nvidia.com/")}
+    assert h100.labels == {**gfd, "node-role.kubernetes.io/gpu": ""}
+    assert "node-role.kubernetes.io/gpu=" in h100.label_args()
+    assert "nvidia.com/gpu.count=8" in h100.label_args()
+    assert h100.taint_args() == ["nvidia.com/gpu=present:NoSchedule"]
+    assert patches["t4-0"].taint_args() == ["dedicated:PreferNoSchedule"]
+    assert patches["a100-0"].labels["nvidia.com/mig.config"] == "all-balanced"
+    assert patches["a100-0"].labels["nvidia.com/mig.strategy"] == "mixed"
+
+
+def test_merge_patch_keeps_other_taints_like_kubectl_taint_overwrite(plan):
+    p = next(p for p in plan.patches if p.node == "h100-0")
+    live = {"spec": {"taints": [
+        {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"},
+        {"key": "nvidia.com/gpu", "value": "old", "effect": "NoSchedule"},
+    ]}}  # fmt: skip
+    patch = p.merge_patch(live)
+    assert patch["spec"]["taints"] == [
+        {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"},
+        {"key": "nvidia.com/gpu", "effect": "NoSchedule", "value": "present"},
+    ]
+    assert patch["metadata"]["labels"] == p.labels
+
+
+def test_scenario_without_gpus_deploys_nothing(tmp_path):
+    plan = KindCluster("cpu", root=tmp_path).plan(
+        "apiVersion: gpulab.dev/v1alpha1\nkind: NodePool\nmetadata: {name: c}\n"
+        "spec: {count: 2, cpu: '4', memory: 8Gi}\n"
+    )
+    assert plan.manifests == [] and plan.manifests_text is None
+    argv0 = [s.argv[:2] for s in plan.steps()]
+    assert ("docker", "build") not in argv0 and ("kind", "load") not in argv0
+    assert [s.argv[3] for s in plan.steps() if s.argv[0] == "kubectl"] == ["wait"]
+
+
+def test_plain_gpu_node_is_a_worker_with_a_warning(tmp_path):
+    plan = KindCluster("plain", root=tmp_path).plan(
+        "apiVersion: v1\nkind: Node\nmetadata: {name: n1, labels: {zone: a}}\n"
+        "status: {capacity: {cpu: '8', memory: 16Gi, nvidia.com/gpu: '2'}}\n"
+    )
+    (w,) = plan.workers
+    assert w.kind_labels == {"gpulab.dev/node": "n1", "zone": "a"}
+    assert plan.manifests == []
+    assert plan.warnings and "n1" in plan.warnings[0] and "NodePool" in plan.warnings[0]
+
+
+def test_too_many_or_no_nodes_are_refused(tmp_path):
+    with pytest.raises(KindError, match="13 nodes; kind runs one container per node"):
+        KindCluster("big", root=tmp_path).plan(
+            "apiVersion: gpulab.dev/v1alpha1\nkind: NodePool\nmetadata: {name: c}\n"
+            "spec: {count: 13, cpu: '4', memory: 8Gi}\n"
+        )
+    with pytest.raises(KindError, match="no Nodes or NodePools"):
+        KindCluster("none", root=tmp_path).plan(
+            "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\n"
+            "spec: {containers: [{name: c, image: x}]}\n"
+        )
+
+
+# =========================================================================== commands
+
+
+def test_up_steps_exact_argv(tmp_path):
+    lab = KindCluster("demo", root=tmp_path, repo=REPO)
+    plan = lab.plan(
+        "apiVersion: gpulab.dev/v1alpha1\nkind: NodePool\nmetadata: {name: a100}\n"
+        "spec:\n  count: 1\n  gpu: {model: A100-40GB, count: 2}\n  cpu: '8'\n  memory: 32Gi\n"
+        "  taints: [{key: nvidia.com/gpu, value: present, effect: NoSchedule}]\n"
+        "  devicePlugin: {version: v1, flags: {migStrategy: mixed}}\n"
+        "  mig: {config: all-3g.20gb}\n"
+    )
+    d = tmp_path / "kind" / "demo"
+    k = str(d / "kubeconfig")
+    image = mf.IMAGE
+    (patch,) = plan.patches
+    labels = patch.label_args()
+    assert labels == [f"{k}={v}" for k, v in patch.labels.items()]
+    assert "nvidia.com/mig.config=all-3g.20gb" in labels
+    assert [list(s.argv) for s in plan.steps()] == [
+        ["docker", "build", "-t", image, "-f", str(REPO / "Dockerfile"), str(REPO)],
+        ["kind", "create", "cluster", "--name", "demo", "--config", str(d / "kind-config.yaml"),
+         "--kubeconfig", k],
+        ["kind", "load", "docker-image", image, "--name", "demo"],
+        ["kubectl", "--kubeconfig", k, "wait", "--for=condition=Ready", "nodes", "--all",
+         "--timeout=180s"],
+        ["kubectl", "--kubeconfig", k, "label", "nodes", "-l", "gpulab.dev/node=a100-0",
+         "--overwrite", *labels],
+        ["kubectl", "--kubeconfig", k, "taint", "nodes", "-l", "gpulab.dev/node=a100-0",
+         "--overwrite", "nvidia.com/gpu=present:NoSchedule"],
+        ["kubectl", "--kubeconfig", k, "apply", "-f", str(d / "device-plugin.yaml")],
+        ["kubectl", "--kubeconfig", k, "-n", "gpu-lab-system", "rollout", "status",
+         "daemonset/gpu-lab-device-plugin-a100", "--timeout=180s"],
+        ["kubectl", "--kubeconfig", k, "wait", "nodes", "-l", "gpulab.dev/pool=a100",
+         "--for=jsonpath={.status.allocatable.nvidia\\.com/mig-3g\\.20gb}=4", "--timeout=180s"],
+    ]  # fmt: skip
+    again = [s.argv[:3] for s in plan.steps(create=False, build=False)]
+    assert ("docker", "build", "-t") not in again
+    assert ("kind", "create", "cluster") not in again
+    assert ("kind", "load", "docker-image") in again
+    assert [list(s.argv) for s in cmd.down_steps("demo", d / "kubeconfig")] == [
+        ["kind", "delete", "cluster", "--name", "demo", "--kubeconfig", k]
+    ]
+    assert list(cmd.docker_info().argv) == ["docker", "info", "--format", "{{.ServerVersion}}"]
+
+
+def test_script_quotes_every_argv(plan):
+    text = plan.script()
+    assert text.startswith("#!/bin/sh\n")
+    cmds = [ln for ln in text.splitlines() if ln and not ln.startswith(("#", "set "))]
+    steps = [cmd.docker_info(), cmd.kind_version(), *plan.steps()]
+    assert [shlex.split(ln) for ln in cmds] == [list(s.argv) for s in steps]
+
+
+@pytest.mark.parametrize(
+    ("resource", "field"),
+    [("nvidia.com/gpu", "nvidia\\.com/gpu"),
+     ("nvidia.com/mig-1g.10gb", "nvidia\\.com/mig-1g\\.10gb"),
+     ("nvidia.com/gpu.shared", "nvidia\\.com/gpu\\.shared")],
+)  # fmt: skip
+def test_jsonpath_escapes_dots(resource, field):
+    assert cmd.jsonpath_field(resource) == field
+
+
+# =========================================================================== runner
+
+
+class FakeShell:
+    """``subprocess.run`` and ``shutil.which`` stand-ins: tools present unless removed,
+    answers per argv prefix."""
+
+    def __init__(self, missing=(), answers=None):
+        self.missing = set(missing)
+        self.answers = dict(answers or {})
+        self.calls: list[list[str]] = []
+
+    def which(self, tool):
+        return None if tool in self.missing else f"/usr/bin/{tool}"
+
+    def run(self, argv, **kw):
+        self.calls.append(list(argv))
+        for prefix, answer in self.answers.items():
+            if tuple(argv[: len(prefix)]) == prefix:
+                if isinstance(answer, BaseException):
+                    raise answer
+                rc, out, err = answer
+                return subprocess.CompletedProcess(argv, rc, out, err)
+        if argv[:2] == ["kind", "version"]:
+            return subprocess.CompletedProcess(argv, 0, "kind v0.33.0 go1.25.1 linux/amd64\n", "")
+        if argv[:2] == ["docker", "info"]:
+            return subprocess.CompletedProcess(argv, 0, "29.1.0\n", "")
+        return subprocess.CompletedProcess(argv, 0, "", "")
+
+    def runner(self, **kw):
+        return cmd.Runner(progress=None, run=self.run, which=self.which, **kw)
+
+
+NO_DAEMON = (
+    "Cannot connect to the Docker daemon at unix:///var/run/docker.sock. "
+    "Is the docker daemon running?"
+)
+
+
+def test_missing_docker_cli_is_named():
+    with pytest.raises(KindError) as err:
+        FakeShell(missing={"docker"}).runner().preflight()
+    assert str(err.value).startswith("docker not found on PATH: ")
+    assert "\n" not in str(err.value)
+
+
+def test_no_docker_engine_is_one_clear_line():
+    sh = FakeShell(answers={("docker", "info"): (1, "\n", NO_DAEMON + "\n")})
+    with pytest.raises(KindError) as err:
+        sh.runner().preflight()
+    msg = str(err.value)
+    assert msg.startswith(f"no Docker engine: {NO_DAEMON}")
+    assert "\n" not in msg
+    assert sh.calls == [["docker", "info", "--format", "{{.ServerVersion}}"]]
+
+
+def test_docker_engine_that_hangs():
+    sh = FakeShell(answers={("docker", "info"): subprocess.TimeoutExpired("docker", 30)})
+    with pytest.raises(KindError, match=r"^no Docker engine: `docker info` did not answer in 30 s"):
+        sh.runner().preflight()
+
+
+def test_missing_kind_and_kubectl_are_named():
+    with pytest.raises(KindError, match=r"^kind not found on PATH: install kind v0\.33\.0"):
+        FakeShell(missing={"kind"}).runner().preflight()
+    with pytest.raises(KindError, match=r"^kubectl not found on PATH"):
+        FakeShell(missing={"kubectl"}).runner().preflight()
+    FakeShell(missing={"kubectl"}).runner().preflight(("docker", "kind"))  # down needs no kubectl
+
+
+def test_old_kind_is_refused():
+    sh = FakeShell(answers={("kind", "version"): (0, "kind v0.29.0 go1.24.2 linux/amd64\n", "")})
+    with pytest.raises(KindError, match=r"^kind v0\.29\.0 is too old: .* install kind v0\.33\.0"):
+        sh.runner().preflight()
+    assert cmd.parse_kind_version("kind v0.34.0-alpha+abc go1.25 linux/arm64") == (0, 34, 0)
+
+
+def test_failed_step_is_one_line_with_the_log(tmp_path):
+    sh = FakeShell(answers={("kind", "create"): (1, "", "Creating cluster...\nERROR: failed to "
+                                                "create cluster: node(s) already exist\n")})
+    log = tmp_path / "up.log"
+    step = cmd.kind_create("x", tmp_path / "c.yaml", tmp_path / "k")
+    with pytest.raises(KindError) as err:
+        sh.runner(log=log).run(step)
+    assert str(err.value) == (
+        "`kind create cluster ...` failed (exit 1): ERROR: failed to create cluster: "
+        f"node(s) already exist (full output: {log})"
+    )
+    assert "Creating cluster..." in log.read_text() and step.shell() in log.read_text()
+
+
+def test_this_machine_preflight_fails_clearly_without_docker():
+    """Where no Docker engine answers (as on the machines these tests run on), the real
+    runner stops at the first missing piece with one line."""
+    docker = shutil.which("docker")
+    if docker:
+        ok = subprocess.run(["docker", "info", "--format", "{{.ServerVersion}}"],
+                            capture_output=True, timeout=60).returncode == 0
+        if ok:
+            pytest.skip("a Docker engine answers here")
+    with pytest.raises(KindError) as err:
+        cmd.Runner(progress=None).preflight()
+    msg = str(err.value)
+    assert "\n" not in msg
+    assert msg.startswith("no Docker engine: " if docker else "docker not found on PATH")
+
+
+# =========================================================================== KindCluster
+
+
+def test_up_runs_preflight_then_every_step_and_writes_the_lab(tmp_path, scenario):
+    sh = FakeShell()
+    lab = KindCluster(NAME, root=tmp_path, repo=REPO, runner=sh.runner())
+    plan = lab.up(scenario, progress=None)
+    assert sh.calls[:3] == [
+        ["docker", "info", "--format", "{{.ServerVersion}}"],
+        ["kind", "version"],
+        ["kind", "get", "clusters"],
+    ]
+    assert sh.calls[3:] == [list(s.argv) for s in plan.steps()]
+    d = tmp_path / "kind" / NAME
+    assert yaml.safe_load((d / "kind-config.yaml").read_text()) == plan.config
+    assert list(yaml.safe_load_all((d / "device-plugin.yaml").read_text())) == plan.manifests
+    assert (d / "up.sh").read_text() == plan.script()
+    assert lab.kubeconfig() == d / "kubeconfig"
+
+
+def test_up_reuses_a_cluster_with_the_same_nodes_and_refuses_other_nodes(tmp_path, scenario):
+    first = FakeShell()
+    KindCluster(NAME, root=tmp_path, repo=REPO, runner=first.runner()).up(scenario, progress=None)
+    again = FakeShell(answers={("kind", "get", "clusters"): (0, f"other\n{NAME}\n", "")})
+    KindCluster(NAME, root=tmp_path, repo=REPO, runner=again.runner()).up(scenario, progress=None)
+    assert not [c for c in again.calls if c[:2] == ["kind", "create"]]
+    assert [c for c in again.calls if c[:2] == ["kind", "load"]]
+    with pytest.raises(KindError, match="has other nodes than this scenario: run `gpu-lab down"):
+        KindCluster(NAME, root=tmp_path, repo=REPO, runner=again.runner()).up(
+            "apiVersion: v1\nkind: Node\nmetadata: {name: n1}\n", progress=None
+        )
+    stranger = FakeShell(answers={("kind", "get", "clusters"): (0, "kind\n", "")})
+    with pytest.raises(KindError, match="exists but gpu-lab did not make it"):
+        KindCluster("kind", root=tmp_path, repo=REPO, runner=stranger.runner()).up(
+            scenario, progress=None
+        )
+
+
+def test_up_stops_before_writing_anything_without_docker(tmp_path, scenario):
+    sh = FakeShell(answers={("docker", "info"): (1, "", NO_DAEMON)})
+    lab = KindCluster(NAME, root=tmp_path, repo=REPO, runner=sh.runner())
+    with pytest.raises(KindError, match="^no Docker engine: "):
+        lab.up(scenario, progress=None)
+    assert not (tmp_path / "kind").exists()
+
+
+def test_up_needs_the_source_tree_for_the_image(tmp_path, scenario):
+    lab = KindCluster(NAME, root=tmp_path, repo=tmp_path, runner=FakeShell().runner())
+    with pytest.raises(KindError, match="no Dockerfile in"):
+        lab.up(scenario, progress=None)
+
+
+def test_down_deletes_only_an_existing_cluster(tmp_path):
+    present = FakeShell(answers={("kind", "get", "clusters"): (0, f"{NAME}\n", "")})
+    lab = KindCluster(NAME, root=tmp_path, runner=present.runner())
+    (tmp_path / "kind" / NAME).mkdir(parents=True)
+    assert lab.down(progress=None, purge=True) is True
+    assert present.calls[-1] == ["kind", "delete", "cluster", "--name", NAME, "--kubeconfig",
+                                 str(tmp_path / "kind" / NAME / "kubeconfig")]
+    assert not (tmp_path / "kind" / NAME).exists()
+    absent = FakeShell()
+    assert KindCluster(NAME, root=tmp_path, runner=absent.runner()).down(progress=None) is False
+    assert not [c for c in absent.calls if c[:2] == ["kind", "delete"]]
+
+
+# =========================================================================== Dockerfile
+
+
+def _dockerfile() -> str:
+    return (REPO / "Dockerfile").read_text()
+
+
+def test_dockerfile_is_python_slim_with_the_device_plugin_entrypoint():
+    text = _dockerfile()
+    assert re.search(r"^FROM python:3\.11-slim$", text, re.M)
+    assert re.search(r'^ENTRYPOINT \["gpu-lab", "device-plugin"\]$', text, re.M)
+    ignore = (REPO / ".dockerignore").read_text().split()
+    assert ignore[ignore.index("*") + 1:][:3] == ["!pyproject.toml", "!README.md", "!gpu_lab/"]
+
+
+def test_dockerfile_requirements_filter_drops_only_numpy_and_pandas(tmp_path):
+    """Run the Dockerfile's own requirements line through sh, as the build does."""
+    first = re.search(r'^RUN (python -c ".*?" > /tmp/requirements\.txt)', _dockerfile(), re.M)
+    assert first
+    shutil.copy(REPO / "pyproject.toml", tmp_path / "pyproject.toml")
+    line = first.group(1).replace("/tmp/requirements.txt", "req.txt")
+    subprocess.run(["sh", "-c", line], cwd=tmp_path, check=True)
+    got = (tmp_path / "req.txt").read_text().split()
+    import tomllib
+
+    deps = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
+    assert got == [d for d in deps if not d.startswith(("numpy", "pandas"))]
+    assert any(d.startswith("grpcio") for d in got)
+
+
+def test_device_plugin_entrypoint_needs_neither_numpy_nor_pandas():
+    code = (
+        "import sys; from gpu_lab.cli import main; from gpu_lab.deviceplugin import plugin; "
+        "plugin.FakeDevicePlugin('H100-80GB', 2, None, '/tmp', 'n'); "
+        "bad = {'numpy', 'pandas'} & set(sys.modules); print(sorted(bad)); sys.exit(bool(bad))"
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                         timeout=60)
+    assert res.returncode == 0, res.stdout + res.stderr
+
+
+# =========================================================================== real API server
+
+
+def _binaries_or_skip() -> None:
+    from gpu_lab.backends.local.build import DEFAULT_VERSION, find_binaries
+
+    if find_binaries(DEFAULT_VERSION) is None:
+        msg = (
+            f"control plane binaries for Kubernetes {DEFAULT_VERSION} not found "
+            "(run `gpu-lab controlplane build`, see controlplane/README.md)"
+        )
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail(f"{msg}; CI=true, so the local control plane tests must run")
+        pytest.skip(msg)
+    if not LINUX:
+        pytest.skip("the local control plane runs on Linux")
+
+
+@pytest.fixture(scope="module")
+def api(tmp_path_factory):
+    """A real local control plane for the module: (LocalCluster, KubeClient)."""
+    _binaries_or_skip()
+    from gpu_lab.backends.local.cluster import LocalCluster
+
+    lab = LocalCluster(f"kind-{uuid.uuid4().hex[:8]}", root=tmp_path_factory.mktemp("cp"))
+    try:
+        lab.up(progress=None)
+        with lab.client() as client:
+            yield lab, client
+    finally:
+        lab.down(progress=None, purge=True)
+
+
+@pytest.fixture(scope="module")
+def registered(api, plan):
+    """The kind workers as their kubelets register them: kind's names, the kind config's
+    labels plus what the kubelet sets itself. Creating them for real also shows the API
+    server takes every label the kind config gives."""
+    _, client = api
+    for w in plan.workers:
+        labels = {**w.kind_labels, "kubernetes.io/hostname": w.kind_name,
+                  "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64"}
+        client.create({"apiVersion": "v1", "kind": "Node",
+                       "metadata": {"name": w.kind_name, "labels": labels}})
+    return plan
+
+
+@pytest.mark.controlplane
+def test_every_manifest_passes_server_side_dry_run(api, plan):
+    from gpu_lab.backends.local.client import AlreadyExists, NotFound
+
+    _, client = api
+    ns, *rest = plan.manifests
+    assert ns["kind"] == "Namespace"
+    with contextlib.suppress(AlreadyExists):  # another test made it first: valid then
+        assert client.create(ns, dry_run=True)["metadata"]["name"] == mf.NAMESPACE
+    _ensure_namespace(client)  # namespaced objects need it to exist, even in dry-run
+    for obj in rest:
+        out = client.create(obj, namespace=mf.NAMESPACE, dry_run=True)
+        assert out["metadata"]["name"] == obj["metadata"]["name"]
+    with pytest.raises(NotFound):
+        client.get("DaemonSet", rest[-1]["metadata"]["name"], namespace=mf.NAMESPACE)
+
+
+@pytest.mark.controlplane
+def test_daemonset_pods_pass_admission_on_their_nodes(api, registered):
+    """The pod each DaemonSet would make, bound to a node of its pool (priority class,
+    hostPath, ConfigMap volumes, fieldRef env go through the API server's admission)."""
+    _, client = api
+    plan = registered
+    for pool, ds in _daemonsets(plan).items():
+        node = next(w.kind_name for w in plan.workers if w.pool == pool)
+        spec = dict(ds["spec"]["template"]["spec"], nodeName=node)
+        pod = {"apiVersion": "v1", "kind": "Pod",
+               "metadata": {"name": f"{ds['metadata']['name']}-x", "namespace": mf.NAMESPACE,
+                            "labels": ds["spec"]["template"]["metadata"]["labels"]},
+               "spec": spec}
+        _ensure_namespace(client, service_account=True)
+        out = client.create(pod, namespace=mf.NAMESPACE, dry_run=True)
+        assert out["spec"]["priority"] == 2000001000  # system-node-critical resolved
+
+
+def _ensure_namespace(client, service_account: bool = False) -> None:
+    """The namespace exists; with ``service_account``, also its ``default`` ServiceAccount
+    (the controller-manager makes it a moment later; pods are refused until then)."""
+    from gpu_lab.backends.local.client import AlreadyExists, NotFound
+
+    with contextlib.suppress(AlreadyExists):
+        client.create(mf.namespace())
+    deadline = time.monotonic() + 30
+    while service_account:
+        try:
+            client.get("ServiceAccount", "default", namespace=mf.NAMESPACE)
+            return
+        except NotFound:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
+@pytest.mark.controlplane
+def test_node_patches_pass_server_side_dry_run(api, registered):
+    _, client = api
+    plan = registered
+    names = plan.node_names()
+    for p in plan.patches:
+        live = client.get("Node", names[p.node])
+        out = client.patch("Node", names[p.node], p.merge_patch(live), dry_run=True)
+        assert {k: out["metadata"]["labels"][k] for k in p.labels} == p.labels
+        got = {(t["key"], t.get("value", ""), t["effect"]) for t in out["spec"].get("taints", [])}
+        assert {(t.key, t.value, t.effect) for t in p.taints} <= got
+        assert "nvidia.com/gpu.product" not in client.get("Node", names[p.node])["metadata"].get(
+            "labels", {})  # dry run: nothing stored
+
+
+def _kubectl_or_skip() -> str:
+    kubectl = shutil.which("kubectl")
+    if not kubectl:
+        pytest.skip("kubectl not on PATH")
+    return kubectl
+
+
+def _run_kubectl(argv, check=True):
+    res = subprocess.run(list(argv), capture_output=True, text=True, timeout=60,
+                         stdin=subprocess.DEVNULL)
+    if check:
+        assert res.returncode == 0, f"{shlex.join(argv)}\n{res.stdout}{res.stderr}"
+    return res
+
+
+@pytest.mark.controlplane
+def test_kubectl_steps_are_accepted_by_a_real_api_server(api, registered, tmp_path):
+    """The label, taint and apply steps, exactly as planned but against the local API server
+    and with ``--dry-run=server`` appended."""
+    _kubectl_or_skip()
+    lab, client = api
+    _ensure_namespace(client)
+    kind = KindCluster(NAME, root=tmp_path, repo=REPO)
+    plan = kind.plan(SCENARIO)
+    plan.paths = dict(plan.paths, kubeconfig=lab.kubeconfig())
+    plan.write()
+    steps = plan.steps(create=False, build=False)
+    mutating = [s for s in steps if s.argv[3:4] in (("label",), ("taint",), ("apply",))]
+    assert len(mutating) == 1 + sum(bool(p.labels) + bool(p.taints) for p in plan.patches)
+    for s in mutating:
+        res = _run_kubectl([*s.argv, "--dry-run=server"])
+        assert res.stdout.strip()
+    for w in plan.workers:  # a dry run: nothing stored
+        live = client.get("Node", w.kind_name)
+        assert not any(k.startswith("nvidia.com/") for k in live["metadata"]["labels"])
+        taints = live["spec"].get("taints", [])
+        assert not [t for t in taints if not t["key"].startswith("node.kubernetes.io/")]
+
+
+@pytest.mark.controlplane
+def test_kubectl_wait_for_allocatable_matches_escaped_resource_names(api, registered):
+    """Give the a100 node the allocatable its kubelet would report once the plugin
+    registered; the planned ``kubectl wait`` then succeeds (and fails on a wrong count)."""
+    _kubectl_or_skip()
+    lab, client = api
+    plan = registered
+    names = plan.node_names()
+    node = names["a100-0"]
+    alloc = {r: str(n) for r, n in plan.resources["a100"].items()}
+    status = {"capacity": {"cpu": "8", "memory": "16Gi", "pods": "110", **alloc},
+              "allocatable": {"cpu": "8", "memory": "16Gi", "pods": "110", **alloc}}
+    client.patch("Node", node, {"status": status}, subresource="status")
+    waits = [s for s in plan.steps(create=False, build=False)
+             if s.argv[3] == "wait" and "gpulab.dev/pool=a100" in s.argv]
+    assert len(waits) == len(alloc) >= 2  # mixed MIG: one resource per profile
+    for s in waits:
+        argv = list(s.argv)
+        argv[argv.index("--kubeconfig") + 1] = str(lab.kubeconfig())
+        argv[-1] = "--timeout=5s"
+        _run_kubectl(argv)
+    wrong = cmd.wait_allocatable(lab.kubeconfig(), "a100", next(iter(alloc)), 99)
+    res = _run_kubectl([*wrong.argv[:-1], "--timeout=1s"], check=False)
+    assert res.returncode != 0
