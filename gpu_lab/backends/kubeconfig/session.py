@@ -1,0 +1,512 @@
+"""``connect("kubeconfig")``: the Session API on an existing cluster, touching only what
+gpu-lab owns.
+
+The cluster is someone else's (a team's GPU cluster, a cloud cluster, a real GPU node),
+so the rules are strict and each one lives in one place:
+
+* Reading is free: ``pods()`` (gpu-lab's namespace), ``nodes()``, ``inventory()``,
+  ``explain()``; constructing a session sends nothing but reads.
+* Workloads (Pod, Deployment, ReplicaSet, Job) go ONLY into gpu-lab's namespace
+  (``gpu-lab`` unless ``namespace=`` says otherwise), which ``apply`` creates and labels
+  ``gpulab.dev/managed=true``. A manifest naming another namespace, a Namespace other than
+  ours, a Node or NodePool, a PriorityClass or a KubeSchedulerConfiguration is refused
+  with one line, before anything is created. A namespace of that name that gpu-lab did
+  not create (no label) is refused too.
+* ``reset`` deletes gpu-lab's namespace and nothing else.
+* Changing a node (labels, taints, cordon, status) is refused unless the node carries
+  ``gpulab.dev/owned=true`` or the session was opened with ``allow_node_changes=True``;
+  :func:`check_node_change` is that rule.
+
+Objects are validated by the simulator's own admission code first (bad input fails the
+same way on every backend), then dry-run on the API server, then created. The real
+kube-scheduler does the rest; ``schedule`` waits until it has placed or given up on
+every pod of the namespace, and ``explain`` reports its own words (the PodScheduled
+condition and FailedScheduling events).
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import yaml
+
+from ...errors import GpuLabError
+from ...model.scenario import load_documents, parse_scenario
+from ...model.validation import is_dns1123_label
+from ...sim.explain import Explanation
+from ..base import Session, Source
+from ..local.client import ApiError, KubeClient, NotFound
+from ..local.session import pod_row
+from ..tables import NodeRow, PodRow, document, nodes_frame, pods_frame
+from . import MANAGED_LABEL, OWNED_LABEL
+from .inventory import Inventory, node_row, read_inventory, requested_by_node
+
+SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+WORKLOAD_KINDS = {
+    ("v1", "Pod"),
+    ("apps/v1", "Deployment"),
+    ("apps/v1", "ReplicaSet"),
+    ("batch/v1", "Job"),
+}
+_TERMINAL = ("Succeeded", "Failed")
+_SETTLED_REASONS = ("Unschedulable", "SchedulingGated")
+_SCHEDULER_EVENTS = ("Scheduled", "FailedScheduling", "Preempted", "Preempting")
+
+
+class NodeChangeRefused(GpuLabError):
+    """A change to a node gpu-lab does not own, without ``allow_node_changes``."""
+
+
+class NamespaceRefused(GpuLabError):
+    """An object outside gpu-lab's namespace, or a namespace gpu-lab did not create."""
+
+
+def check_node_change(node: dict, what: str, allow_node_changes: bool = False) -> None:
+    """THE rule for touching a node of an existing cluster: allowed only when the node
+    carries ``gpulab.dev/owned=true`` or the caller said ``allow_node_changes=True``.
+
+    ``node`` is the API object as read just before the change; ``what`` names the change
+    (``labels``, ``taints``, ``spec.unschedulable``, ``status``). Raises
+    :class:`NodeChangeRefused` with one line that says how to proceed."""
+    if allow_node_changes:
+        return
+    meta = node.get("metadata") or {}
+    if (meta.get("labels") or {}).get(OWNED_LABEL) == "true":
+        return
+    raise NodeChangeRefused(
+        f'refusing to change the {what} of node "{meta.get("name", "?")}": gpu-lab does not own '
+        f"it (no label {OWNED_LABEL}=true); pass allow_node_changes=True to change it anyway"
+    )
+
+
+def default_kubeconfig() -> Path:
+    """``$KUBECONFIG`` (its first entry) or ``~/.kube/config``, as kubectl looks."""
+    env = os.environ.get("KUBECONFIG", "")
+    first = next((p for p in env.split(os.pathsep) if p), None)
+    return Path(first or "~/.kube/config").expanduser()
+
+
+def _unsupported_auth(path: Path, context: str | None) -> str | None:
+    """What kind of credential a kubeconfig user has that the small client cannot use."""
+    try:
+        doc = yaml.safe_load(path.read_text()) or {}
+        ctx_name = context or doc.get("current-context")
+        ctx = next(
+            c.get("context") or {} for c in doc.get("contexts") or [] if c.get("name") == ctx_name
+        )
+        user = next(
+            u.get("user") or {} for u in doc.get("users") or [] if u.get("name") == ctx.get("user")
+        )
+    except (OSError, yaml.YAMLError, StopIteration, AttributeError):
+        return None
+    if user.get("exec"):
+        return f"an exec credential plugin ({(user['exec'] or {}).get('command', '?')})"
+    if user.get("auth-provider"):
+        return f"the {(user['auth-provider'] or {}).get('name', '?')} auth-provider"
+    if user.get("username") or user.get("password"):
+        return "basic authentication"
+    return None
+
+
+def open_client(
+    kubeconfig: Path | str | None = None, context: str | None = None, timeout: float = 30.0
+) -> KubeClient:
+    """A client for a kubeconfig's context; refuses credentials the client cannot send
+    (exec plugins, auth-providers) with one line instead of a later ``Unauthorized``."""
+    path = Path(kubeconfig).expanduser() if kubeconfig else default_kubeconfig()
+    client = KubeClient.from_kubeconfig(path, context, timeout=timeout)
+    creds = client.creds
+    if not (creds.token or (creds.cert_file and creds.key_file)):
+        kind = _unsupported_auth(path, context)
+        if kind:
+            client.close()
+            raise GpuLabError(
+                f"{path}: context {creds.context!r} authenticates with {kind}, which gpu-lab's "
+                "client does not support yet; use a kubeconfig with a client certificate or a "
+                "token (e.g. a ServiceAccount token)"
+            )
+    return client
+
+
+def _condition(pod: dict, kind: str) -> dict:
+    return next(
+        (c for c in (pod.get("status") or {}).get("conditions") or [] if c.get("type") == kind), {}
+    )
+
+
+def _event_time(e: dict) -> str:
+    return (
+        e.get("lastTimestamp")
+        or e.get("eventTime")
+        or e.get("firstTimestamp")
+        or (e.get("metadata") or {}).get("creationTimestamp")
+        or ""
+    )
+
+
+class KubeconfigSession(Session):
+    backend = "kubeconfig"
+
+    def __init__(
+        self,
+        kubeconfig: Path | str | None = None,
+        context: str | None = None,
+        namespace: str = "gpu-lab",
+        allow_node_changes: bool = False,
+        timeout: float = 60.0,
+        settle: float = 1.0,
+        client: KubeClient | None = None,
+    ):
+        if not isinstance(namespace, str) or is_dns1123_label(namespace):
+            raise NamespaceRefused(f'invalid namespace "{namespace}": must be a DNS-1123 label')
+        if namespace in SYSTEM_NAMESPACES:
+            raise NamespaceRefused(
+                f'refusing namespace "{namespace}": gpu-lab uses a namespace of its own '
+                '(default "gpu-lab"), never a system or shared one'
+            )
+        self.client = client or open_client(kubeconfig, context)
+        self.namespace = namespace
+        self.allow_node_changes = bool(allow_node_changes)
+        self.timeout, self.settle = timeout, settle
+        self._expected_pods = 0
+
+    def __repr__(self) -> str:
+        return f"KubeconfigSession({self.client.server!r}, namespace={self.namespace!r})"
+
+    def close(self) -> None:
+        self.client.close()
+
+    def __enter__(self) -> KubeconfigSession:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # ----------------------------------------------------------- waiting
+    def _wait(self, done, what: str, timeout: float | None = None) -> None:
+        limit = self.timeout if timeout is None else timeout
+        deadline = time.monotonic() + limit
+        while not done():
+            if time.monotonic() > deadline:
+                raise GpuLabError(f"timed out after {limit:.0f} s waiting for {what}")
+            time.sleep(0.2)
+
+    # ------------------------------------------------------ the namespace
+    def _namespace(self) -> dict | None:
+        try:
+            return self.client.get("Namespace", self.namespace)
+        except NotFound:
+            return None
+
+    def _check_managed(self, ns: dict) -> None:
+        if ((ns.get("metadata") or {}).get("labels") or {}).get(MANAGED_LABEL) != "true":
+            raise NamespaceRefused(
+                f'namespace "{self.namespace}" exists and was not created by gpu-lab (no label '
+                f"{MANAGED_LABEL}=true); open the session with another namespace="
+            )
+
+    def _ensure_namespace(self, labels: dict[str, str] | None = None) -> None:
+        ns = self._namespace()
+        if ns is not None:
+            self._check_managed(ns)
+            if (ns.get("metadata") or {}).get("deletionTimestamp"):  # a reset still running
+                self._wait(
+                    lambda: self._namespace() is None,
+                    f'namespace "{self.namespace}" to finish terminating',
+                )
+                ns = None
+        if ns is None:
+            self.client.create(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Namespace",
+                    "metadata": {
+                        "name": self.namespace,
+                        "labels": {
+                            **(labels or {}),
+                            MANAGED_LABEL: "true",
+                            "app.kubernetes.io/managed-by": "gpu-lab",
+                        },
+                    },
+                }
+            )
+
+        # pods are refused until the ServiceAccount controller made "default"
+        def has_sa() -> bool:
+            try:
+                self.client.get("ServiceAccount", "default", namespace=self.namespace)
+                return True
+            except NotFound:
+                return False
+
+        self._wait(has_sa, f'the default ServiceAccount of namespace "{self.namespace}"')
+
+    # ------------------------------------------------------------- apply
+    def _admit(self, doc: dict) -> dict:
+        """Refuse what gpu-lab may not create here; place workloads in our namespace."""
+        gvk = (doc.get("apiVersion"), doc.get("kind"))
+        meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
+        name = meta.get("name") or meta.get("generateName") or "?"
+        kind = gvk[1]
+        if kind in ("Node", "NodePool"):
+            raise NodeChangeRefused(
+                f'refusing to create {kind} "{name}": the kubeconfig backend never adds nodes to '
+                "an existing cluster (simulated GPU nodes live on the sim and local backends)"
+            )
+        if kind == "Namespace" and gvk[0] == "v1":
+            if meta.get("name") != self.namespace:
+                raise NamespaceRefused(
+                    f'refusing to create Namespace "{name}": gpu-lab works only in its own '
+                    f'namespace "{self.namespace}"'
+                )
+            return doc
+        if gvk not in WORKLOAD_KINDS:
+            raise GpuLabError(
+                f'refusing to create {kind or "an object without kind"} "{name}": the kubeconfig '
+                "backend creates only Pods, Deployments, ReplicaSets and Jobs, in its own namespace"
+            )
+        ns = meta.get("namespace")
+        if ns not in (None, "", self.namespace):
+            raise NamespaceRefused(
+                f'refusing to create {kind} "{name}" in namespace "{ns}": the kubeconfig backend '
+                f'creates workloads only in its own namespace "{self.namespace}"'
+            )
+        doc = copy.deepcopy(doc)
+        doc.setdefault("metadata", {})["namespace"] = self.namespace
+        return doc
+
+    def _priority_classes(self) -> dict[str, dict]:
+        try:
+            items = self.client.list("PriorityClass")["items"]
+        except ApiError as exc:
+            if exc.code == 403:
+                return {}
+            raise
+        return {pc["metadata"]["name"]: pc for pc in items}
+
+    def apply(self, src: Source) -> list[str]:
+        """Create the workloads of a manifest in gpu-lab's namespace (created on first use).
+
+        Every document is checked first (namespace rule, simulator admission, then an API
+        server dry run), so a refused manifest creates nothing."""
+        docs = [self._admit(d) for d in load_documents(src)]
+        sc = parse_scenario(docs, known_priority_classes=self._priority_classes())
+        ns_labels = next(
+            (
+                dict((d["metadata"].get("labels") or {}))
+                for d in docs
+                if d.get("kind") == "Namespace"
+            ),
+            None,
+        )
+        workloads = [d for d in docs if d.get("kind") != "Namespace"]
+        self._ensure_namespace(ns_labels)
+        for doc in workloads:
+            self.client.create(doc, namespace=self.namespace, dry_run=True)
+        refs = [f"namespace/{self.namespace}"] if ns_labels is not None else []
+        for doc in workloads:
+            created = self.client.create(doc, namespace=self.namespace)
+            refs.append(f"{doc['kind'].lower()}/{self.namespace}/{created['metadata']['name']}")
+        self._expected_pods += len(sc.pods)
+        return refs
+
+    # ---------------------------------------------------------- schedule
+    def _our_pods(self) -> list[dict]:
+        try:
+            return self.client.list("Pod", namespace=self.namespace)["items"]
+        except NotFound:
+            return []
+
+    @staticmethod
+    def scheduler_done(pod: dict) -> bool:
+        """Whether the scheduler has finished with a pod: bound, finished, or marked
+        unschedulable (or gated) with no preemption under way for it."""
+        status = pod.get("status") or {}
+        if status.get("phase") in _TERMINAL or (pod.get("spec") or {}).get("nodeName"):
+            return True
+        cond = _condition(pod, "PodScheduled")
+        return cond.get("reason") in _SETTLED_REASONS and not status.get("nominatedNodeName")
+
+    def _settled(self) -> bool:
+        pods = self._our_pods()
+        return len(pods) >= self._expected_pods and all(self.scheduler_done(p) for p in pods)
+
+    def schedule(self) -> pd.DataFrame:
+        """Wait until the real scheduler has placed (or given up on) every pod of gpu-lab's
+        namespace and the answer held for ``settle`` seconds; then ``pods()``."""
+        stable_since = None
+        deadline = time.monotonic() + self.timeout
+        while time.monotonic() < deadline:
+            if self._settled():
+                stable_since = stable_since or time.monotonic()
+                if time.monotonic() - stable_since >= self.settle:
+                    return self.pods()
+            else:
+                stable_since = None
+            time.sleep(0.2)
+        raise GpuLabError(
+            f"timed out after {self.timeout:.0f} s waiting for the scheduler to "
+            f'settle the pods of namespace "{self.namespace}"'
+        )
+
+    # ----------------------------------------------------------- reading
+    def _pod_rows(self) -> list[PodRow]:
+        return [pod_row(p) for p in self._our_pods()]
+
+    def _node_rows(self) -> list[NodeRow]:
+        try:
+            pods = self.client.list(
+                "Pod", field_selector="status.phase!=Succeeded,status.phase!=Failed"
+            )["items"]
+        except ApiError as exc:
+            if exc.code != 403:
+                raise
+            pods = self._our_pods()  # RBAC: only what we may see
+        requested = requested_by_node(pods)
+        nodes = sorted(self.client.list("Node")["items"], key=lambda n: n["metadata"]["name"])
+        return [node_row(n, requested.get(n["metadata"]["name"], {"pods": 0})) for n in nodes]
+
+    def pods(self) -> pd.DataFrame:
+        """gpu-lab's pods (its namespace only), in the shared table."""
+        return pods_frame(self._pod_rows())
+
+    def nodes(self) -> pd.DataFrame:
+        """Every node of the cluster, with what all pods bound there request."""
+        return nodes_frame(self._node_rows())
+
+    def inventory(self, all_nodes: bool = False) -> Inventory:
+        """The cluster's GPU nodes: GFD labels, allocatable, MIG state (read-only)."""
+        return read_inventory(self.client, all_nodes=all_nodes)
+
+    def to_dict(self) -> dict[str, Any]:
+        return document(self.backend, self._pod_rows(), self._node_rows())
+
+    def explain(self, pod: str) -> Explanation:
+        """The real scheduler's account of a pod: its PodScheduled condition and the
+        Scheduled/FailedScheduling/Preempt* events. ``name`` means gpu-lab's namespace;
+        ``namespace/name`` reads any pod (reading changes nothing)."""
+        ns, name = pod.split("/", 1) if "/" in pod else (self.namespace, pod)
+        obj = self.client.get("Pod", name, namespace=ns)
+        row = pod_row(obj)
+        events = self.client.list(
+            "Event",
+            namespace=ns,
+            field_selector=f"involvedObject.kind=Pod,involvedObject.name={name}",
+        )["items"]
+        events = sorted(
+            (e for e in events if e.get("reason") in _SCHEDULER_EVENTS), key=_event_time
+        )
+        notes = [f"{e.get('reason')}: {e.get('message')}" for e in events]
+        message = row.message
+        if not row.node and not message:
+            failed = [e for e in events if e.get("reason") == "FailedScheduling"]
+            message = failed[-1].get("message", "") if failed else ""
+        cond = _condition(obj, "PodScheduled")
+        if cond:
+            notes.insert(
+                0,
+                f"PodScheduled={cond.get('status')}"
+                + (f" ({cond['reason']})" if cond.get("reason") else ""),
+            )
+        notes.append(
+            "per-plugin filter and score tables come from the embedded scheduler "
+            "(backend sim); the real kube-scheduler reports only its decision and reasons"
+        )
+        return Explanation(
+            f"{ns}/{name}",
+            row.node,
+            message,
+            (obj.get("spec") or {}).get("schedulerName", ""),
+            pd.DataFrame(),
+            pd.DataFrame(),
+            notes,
+        )
+
+    # ------------------------------------------------------------- nodes
+    def _change_node(
+        self, node: str, what: str, patch: dict, subresource: str | None = None
+    ) -> dict:
+        obj = self.client.get("Node", node)
+        check_node_change(obj, what, self.allow_node_changes)
+        # the resourceVersion makes the API server refuse the patch (409) if the node
+        # changed since we checked it, e.g. lost its ownership label meanwhile
+        patch = {
+            **patch,
+            "metadata": {
+                **patch.get("metadata", {}),
+                "resourceVersion": obj["metadata"]["resourceVersion"],
+            },
+        }
+        return self.client.patch("Node", node, patch, subresource=subresource)
+
+    def label_node(self, node: str, labels: dict[str, str | None]) -> dict:
+        """``kubectl label node``: set labels (None removes one). On a real GPU node,
+        changing ``nvidia.com/mig.config`` makes NVIDIA's MIG manager repartition it."""
+        return self._change_node(node, "labels", {"metadata": {"labels": dict(labels)}})
+
+    def cordon(self, node: str, unschedulable: bool = True) -> dict:
+        """``kubectl cordon`` (``uncordon`` with False)."""
+        return self._change_node(
+            node, "spec.unschedulable", {"spec": {"unschedulable": bool(unschedulable)}}
+        )
+
+    def taint_node(
+        self, node: str, key: str, value: str = "", effect: str = "NoSchedule", remove: bool = False
+    ) -> dict:
+        """``kubectl taint node``: add (or replace) ``key=value:effect``, or remove it."""
+        obj = self.client.get("Node", node)
+        check_node_change(obj, "taints", self.allow_node_changes)
+        taints = [
+            t
+            for t in (obj.get("spec") or {}).get("taints") or []
+            if not (t.get("key") == key and t.get("effect") == effect)
+        ]
+        if not remove:
+            taints.append(
+                {"key": key, "value": value, "effect": effect}
+                if value
+                else {"key": key, "effect": effect}
+            )
+        return self._change_node(node, "taints", {"spec": {"taints": taints}})
+
+    def patch_node_status(self, node: str, status: dict) -> dict:
+        """Merge-patch a node's status (capacity, conditions): the kubelet's part, so on a
+        real node the kubelet will overwrite it; meant for nodes gpu-lab owns."""
+        return self._change_node(node, "status", {"status": status}, subresource="status")
+
+    # ------------------------------------------------------------- reset
+    def reset(self, force: bool = False, wait: bool = True) -> None:
+        """Delete gpu-lab's namespace (and with it everything ``apply`` created); nothing
+        else on the cluster is touched. ``force=True`` also deletes its pods at once
+        (``kubectl delete --grace-period=0 --force``): for pods on nodes without a
+        kubelet, which would otherwise never finish terminating. ``wait`` waits until the
+        namespace is gone."""
+        ns = self._namespace()
+        self._expected_pods = 0
+        if ns is None:
+            return
+        self._check_managed(ns)
+        if not (ns.get("metadata") or {}).get("deletionTimestamp"):
+            self.client.delete("Namespace", self.namespace, missing_ok=True)
+
+        def gone() -> bool:
+            if force:
+                for p in self._our_pods():
+                    self.client.delete(
+                        "Pod",
+                        p["metadata"]["name"],
+                        namespace=self.namespace,
+                        grace_period_seconds=0,
+                        missing_ok=True,
+                    )
+            return self._namespace() is None
+
+        if wait:
+            self._wait(gone, f'namespace "{self.namespace}" to be deleted')
+        elif force:
+            gone()

@@ -1,0 +1,484 @@
+"""The kubeconfig backend against a REAL control plane standing in for someone's GPU cluster.
+
+One local control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler)
+for the module, with a unique name in a temporary root. GPU nodes are made the way they
+look on a real cluster: Node objects with GFD labels, capacity written through the
+``status`` subresource, a Ready condition and a Lease, all through the REST client, as
+a kubelet, NVIDIA's device plugin and GFD would. Without the binaries these tests skip,
+unless ``CI=true``: then they fail (``gpu-lab controlplane build`` makes the binaries).
+
+The rule for node changes (``check_node_change``) is also tested on its own, without a
+cluster.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import uuid
+
+import pytest
+
+from gpu_lab.backends.kubeconfig import MANAGED_LABEL, OWNED_LABEL
+from gpu_lab.backends.kubeconfig.inventory import inventory, mig_summary, read_inventory
+from gpu_lab.backends.kubeconfig.inventory import main as inventory_main
+from gpu_lab.backends.kubeconfig.session import (
+    KubeconfigSession,
+    NamespaceRefused,
+    NodeChangeRefused,
+    check_node_change,
+)
+from gpu_lab.backends.local.build import DEFAULT_VERSION, find_binaries
+from gpu_lab.backends.local.client import NotFound
+from gpu_lab.backends.local.nodestatus import conditions, lease_object, micro_time, rfc3339
+from gpu_lab.errors import GpuLabError
+
+LINUX = sys.platform.startswith("linux")
+
+
+def _controlplane_mark():
+    """``pytest.mark.controlplane`` once pyproject registers it; until then (with
+    ``--strict-markers``) a mark that does nothing, so the file still runs."""
+    try:
+        return pytest.mark.controlplane
+    except pytest.fail.Exception:
+        return pytest.mark.skipif(False, reason="controlplane marker not registered yet")
+
+
+controlplane = _controlplane_mark()
+
+
+# =========================================================================== the rule alone
+
+
+def _node(name: str, labels: dict | None = None) -> dict:
+    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels or {}}}
+
+
+def test_node_change_refused_without_ownership_label():
+    with pytest.raises(NodeChangeRefused) as exc:
+        check_node_change(
+            _node("gpu-0", {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}), "labels"
+        )
+    msg = str(exc.value)
+    assert "\n" not in msg
+    assert (
+        'node "gpu-0"' in msg and f"{OWNED_LABEL}=true" in msg and "allow_node_changes=True" in msg
+    )
+
+
+@pytest.mark.parametrize("value", ["false", "True", "yes", ""])
+def test_only_the_exact_ownership_label_counts(value):
+    with pytest.raises(NodeChangeRefused):
+        check_node_change(_node("gpu-0", {OWNED_LABEL: value}), "taints")
+
+
+def test_node_change_allowed_when_owned_or_explicitly_allowed():
+    check_node_change(_node("gpu-0", {OWNED_LABEL: "true"}), "labels")
+    check_node_change(_node("gpu-0"), "status", allow_node_changes=True)
+    check_node_change({"metadata": {"name": "bare"}}, "labels", allow_node_changes=True)
+
+
+def test_mig_summary_reads_what_gfd_and_the_plugin_publish():
+    assert mig_summary({"nvidia.com/mig.capable": "false"}, {"nvidia.com/gpu": 1}) == "not capable"
+    assert mig_summary({"nvidia.com/mig.capable": "true"}, {"nvidia.com/gpu": 8}) == "disabled"
+    single = {
+        "nvidia.com/mig.strategy": "single",
+        "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3-MIG-1g.10gb",
+    }
+    assert mig_summary(single, {"nvidia.com/gpu": 56}) == "single: 56x 1g.10gb"
+    mixed = {
+        "nvidia.com/mig.strategy": "mixed",
+        "nvidia.com/mig.config": "all-balanced",
+        "nvidia.com/mig.config.state": "pending",
+    }
+    got = mig_summary(mixed, {"nvidia.com/mig-1g.5gb": 16, "nvidia.com/mig-3g.20gb": 8})
+    assert got == "mixed: 16x 1g.5gb, 8x 3g.20gb (mig.config=all-balanced: pending)"
+
+
+def test_system_namespaces_are_refused_before_any_request():
+    for ns in ("default", "kube-system"):
+        with pytest.raises(NamespaceRefused, match="never a system or shared one"):
+            KubeconfigSession(client=object(), namespace=ns)
+    with pytest.raises(NamespaceRefused, match="DNS-1123"):
+        KubeconfigSession(client=object(), namespace="Not_A_Label")
+
+
+# =========================================================================== real control plane
+
+
+def _binaries_or_skip() -> None:
+    if find_binaries(DEFAULT_VERSION) is None:
+        msg = (
+            f"control plane binaries for Kubernetes {DEFAULT_VERSION} not found "
+            "(run `gpu-lab controlplane build`, see controlplane/README.md)"
+        )
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail(f"{msg}; CI=true, so the local control plane tests must run")
+        pytest.skip(msg)
+    if not LINUX:
+        pytest.skip("the local control plane tests use /proc (Linux)")
+
+
+H100_LABELS = {
+    "nvidia.com/gpu.present": "true",
+    "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3",
+    "nvidia.com/gpu.count": "8",
+    "nvidia.com/gpu.memory": "81559",
+    "nvidia.com/gpu.family": "hopper",
+    "nvidia.com/gpu.compute.major": "9",
+    "nvidia.com/gpu.compute.minor": "0",
+    "nvidia.com/gpu.replicas": "1",
+    "nvidia.com/gpu.sharing-strategy": "none",
+    "nvidia.com/mig.capable": "true",
+    "nvidia.com/cuda.driver-version.major": "550",
+    "nvidia.com/cuda.driver-version.minor": "54",
+    "nvidia.com/cuda.driver-version.revision": "15",
+    "nvidia.com/cuda.runtime-version.major": "12",
+    "nvidia.com/cuda.runtime-version.minor": "4",
+}
+A100_MIG_LABELS = {
+    "nvidia.com/gpu.present": "true",
+    "nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB",
+    "nvidia.com/gpu.count": "8",
+    "nvidia.com/gpu.memory": "40960",
+    "nvidia.com/gpu.family": "ampere",
+    "nvidia.com/gpu.replicas": "0",
+    "nvidia.com/gpu.sharing-strategy": "none",
+    "nvidia.com/mig.capable": "true",
+    "nvidia.com/mig.strategy": "mixed",
+    "nvidia.com/mig.config": "all-balanced",
+    "nvidia.com/mig.config.state": "success",
+    "nvidia.com/mig-1g.5gb.count": "16",
+    "nvidia.com/mig-2g.10gb.count": "8",
+    "nvidia.com/mig-3g.20gb.count": "8",
+    OWNED_LABEL: "true",
+}
+BASE = {"cpu": "96", "memory": "1Ti", "pods": "110", "ephemeral-storage": "1Ti"}
+NODES = {
+    # name: (labels, extended resources)
+    "gpu-h100-0": (H100_LABELS, {"nvidia.com/gpu": "8"}),
+    "gpu-a100-0": (
+        A100_MIG_LABELS,
+        {
+            "nvidia.com/mig-1g.5gb": "16",
+            "nvidia.com/mig-2g.10gb": "8",
+            "nvidia.com/mig-3g.20gb": "8",
+        },
+    ),
+    "cpu-0": ({}, {}),
+}
+
+
+def _post_status(client, name: str, extra: dict) -> None:
+    now = rfc3339()
+    capacity = {**BASE, **extra}
+    client.patch(
+        "Node",
+        name,
+        {
+            "status": {
+                "capacity": capacity,
+                "allocatable": capacity,
+                "conditions": conditions(now, now),
+            }
+        },
+        subresource="status",
+    )
+    lease = lease_object(name, None, 40, micro_time())
+    try:
+        client.create(lease)
+    except GpuLabError:
+        client.patch(
+            "Lease", name, {"spec": lease["spec"]}, namespace=lease["metadata"]["namespace"]
+        )
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    """A fresh control plane with three stand-in nodes: an H100 node (not owned by
+    gpu-lab), an A100 node in MIG mixed mode (owned) and a CPU node."""
+    _binaries_or_skip()
+    from gpu_lab.backends.local.cluster import LocalCluster
+
+    lab = LocalCluster(f"kc-{uuid.uuid4().hex[:8]}", root=tmp_path_factory.mktemp("kc-home"))
+    try:
+        lab.up(progress=None)
+        client = lab.client()
+        for name, (labels, extra) in NODES.items():
+            client.create(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Node",
+                    "metadata": {
+                        "name": name,
+                        "labels": {**labels, "kubernetes.io/hostname": name},
+                    },
+                }
+            )
+            _post_status(client, name, extra)
+        # node-lifecycle lifts the not-ready taint the NodeTaint admission put on new nodes
+        deadline = time.monotonic() + 30
+        while any(
+            t.get("key") == "node.kubernetes.io/not-ready"
+            for n in client.list("Node")["items"]
+            for t in n["spec"].get("taints") or []
+        ):
+            assert time.monotonic() < deadline, "nodes still tainted not-ready"
+            time.sleep(0.2)
+        # a namespace and pod of someone else, which gpu-lab must never touch
+        client.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a"}})
+        yield lab
+    finally:
+        lab.down(progress=None, purge=True)
+
+
+@pytest.fixture(scope="module")
+def kube(cluster):
+    return cluster.client()
+
+
+@pytest.fixture(scope="module")
+def lab(cluster):
+    session = KubeconfigSession(cluster.kubeconfig(), timeout=30, settle=0.5)
+    yield session
+    session.close()
+
+
+POD = """
+apiVersion: v1
+kind: Pod
+metadata: {name: train-0}
+spec:
+  containers:
+  - name: main
+    image: registry.example/train:1
+    resources:
+      limits: {nvidia.com/gpu: 2}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: too-big, namespace: gpu-lab}
+spec:
+  containers:
+  - name: main
+    image: registry.example/train:1
+    resources:
+      limits: {nvidia.com/gpu: 16}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: mig-small}
+spec:
+  containers:
+  - name: main
+    image: registry.example/infer:1
+    resources:
+      limits: {nvidia.com/mig-1g.5gb: 1}
+"""
+
+
+@controlplane
+def test_inventory_lists_the_gpu_nodes_read_only(cluster, kube, capsys):
+    before = {
+        n["metadata"]["name"]: n["metadata"]["resourceVersion"] for n in kube.list("Node")["items"]
+    }
+    inv = inventory(cluster.kubeconfig())
+    assert inv.gpu_nodes == ["gpu-a100-0", "gpu-h100-0"]
+    assert inv.total_nodes == 3 and inv.version == DEFAULT_VERSION
+    assert list(inv.nodes["name"]) == ["gpu-a100-0", "gpu-h100-0"]
+    assert inv.nodes.set_index("name").loc["gpu-h100-0", "nvidia.com/gpu allocatable"] == 8
+    gpus = inv.gpus.set_index("node")
+    h100, a100 = gpus.loc["gpu-h100-0"], gpus.loc["gpu-a100-0"]
+    assert (h100["product"], h100["model"], h100["gpus"], h100["memory_mib"]) == (
+        "NVIDIA-H100-80GB-HBM3",
+        "H100-80GB",
+        8,
+        81559,
+    )
+    assert (h100["driver"], h100["cuda"], h100["compute"]) == ("550.54.15", "12.4", "9.0")
+    assert h100["mig"] == "disabled" and h100["ready"]
+    assert (a100["model"], a100["mig_strategy"], a100["mig_config"], a100["mig_config_state"]) == (
+        "A100-40GB",
+        "mixed",
+        "all-balanced",
+        "success",
+    )
+    assert a100["mig"] == "mixed: 16x 1g.5gb, 8x 2g.10gb, 8x 3g.20gb"
+    assert a100["owned"] and not h100["owned"]
+    assert a100["labels"]["nvidia.com/mig-1g.5gb.count"] == "16"
+    res = inv.resources.set_index(["node", "resource"])
+    assert res.loc[("gpu-a100-0", "nvidia.com/mig-1g.5gb"), "allocatable"] == 16
+    assert "cpu-0" not in set(inv.resources["node"])
+    assert "gpu-h100-0" in str(inv) and inv.to_dict()["gpu_nodes"][0]["node"] == "gpu-a100-0"
+    assert inventory_main(["--kubeconfig", str(cluster.kubeconfig()), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert [n["node"] for n in doc["gpu_nodes"]] == ["gpu-a100-0", "gpu-h100-0"]
+    assert doc["gpu_nodes"][1]["ready"] is True and doc["gpu_nodes"][1]["gpus"] == 8
+    after = {
+        n["metadata"]["name"]: n["metadata"]["resourceVersion"] for n in kube.list("Node")["items"]
+    }
+    assert after == before  # nothing written
+    with pytest.raises(NotFound):
+        kube.get("Namespace", "gpu-lab")  # reading created nothing
+
+
+@controlplane
+def test_apply_lands_only_in_gpu_labs_namespace(lab, kube):
+    refs = lab.apply(POD)
+    assert refs == ["pod/gpu-lab/train-0", "pod/gpu-lab/too-big", "pod/gpu-lab/mig-small"]
+    ns = kube.get("Namespace", "gpu-lab")
+    assert ns["metadata"]["labels"][MANAGED_LABEL] == "true"
+    pods = lab.schedule().set_index("name")
+    assert set(pods["namespace"]) == {"gpu-lab"}
+    assert pods.loc["train-0", "node"] == "gpu-h100-0"
+    assert pods.loc["mig-small", "node"] == "gpu-a100-0"
+    assert pods.loc["too-big", "node"] is None
+    assert "Insufficient nvidia.com/gpu" in pods.loc["too-big", "message"]
+    assert kube.list("Pod", namespace="team-a")["items"] == []
+    # the real scheduler's own words
+    exp = lab.explain("too-big")
+    assert exp.node is None and "0/3 nodes are available" in exp.message
+    assert any(n.startswith("FailedScheduling: 0/3 nodes are available") for n in exp.notes)
+    assert lab.explain("gpu-lab/train-0").node == "gpu-h100-0"
+    # requested shows up in the inventory and the node table
+    res = read_inventory(kube).resources.set_index(["node", "resource"])
+    assert res.loc[("gpu-h100-0", "nvidia.com/gpu"), "requested"] == 2
+    assert res.loc[("gpu-h100-0", "nvidia.com/gpu"), "free"] == 6
+    nodes = lab.nodes().set_index("name")
+    assert set(nodes.index) == {"cpu-0", "gpu-a100-0", "gpu-h100-0"}
+    assert nodes.loc["gpu-a100-0", "nvidia.com/mig-1g.5gb requested"] == 1
+    doc = lab.to_dict()
+    assert doc["backend"] == "kubeconfig" and {p["namespace"] for p in doc["pods"]} == {"gpu-lab"}
+
+
+@controlplane
+@pytest.mark.parametrize(
+    ("manifest", "match"),
+    [
+        (
+            "apiVersion: v1\nkind: Pod\nmetadata: {name: x, namespace: team-a}\n"
+            "spec: {containers: [{name: c, image: i}]}",
+            'refusing to create Pod "x" in namespace "team-a"',
+        ),
+        (
+            "apiVersion: v1\nkind: Namespace\nmetadata: {name: team-b}",
+            'refusing to create Namespace "team-b"',
+        ),
+        (
+            "apiVersion: v1\nkind: Node\nmetadata: {name: fake-gpu}",
+            'refusing to create Node "fake-gpu"',
+        ),
+        (
+            "apiVersion: gpulab.dev/v1alpha1\nkind: NodePool\nmetadata: {name: h100}\n"
+            "spec: {count: 1, gpu: {model: H100-80GB, count: 8}}",
+            'refusing to create NodePool "h100"',
+        ),
+        (
+            "apiVersion: scheduling.k8s.io/v1\nkind: PriorityClass\nmetadata: {name: hi}\nvalue: 10",
+            'refusing to create PriorityClass "hi"',
+        ),
+    ],
+)
+def test_apply_outside_the_namespace_is_refused_and_creates_nothing(lab, kube, manifest, match):
+    ok = (
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: harmless}\n"
+        "spec: {containers: [{name: c, image: i}]}\n---\n"
+    )
+    with pytest.raises(GpuLabError, match=match) as exc:
+        lab.apply(ok + manifest)
+    assert "\n" not in str(exc.value)
+    with pytest.raises(NotFound):
+        kube.get("Pod", "harmless", namespace="gpu-lab")
+    assert kube.list("Pod", namespace="team-a")["items"] == []
+    assert "fake-gpu" not in {n["metadata"]["name"] for n in kube.list("Node")["items"]}
+
+
+@controlplane
+def test_a_namespace_gpu_lab_did_not_create_is_refused(cluster, kube):
+    other = KubeconfigSession(cluster.kubeconfig(), namespace="team-a", timeout=10)
+    with pytest.raises(
+        NamespaceRefused, match='namespace "team-a" exists and was not created by gpu-lab'
+    ):
+        other.apply(
+            "apiVersion: v1\nkind: Pod\nmetadata: {name: x}\nspec: {containers: [{name: c, image: i}]}"
+        )
+    with pytest.raises(NamespaceRefused):
+        other.reset()
+    assert kube.get("Namespace", "team-a")["metadata"].get("deletionTimestamp") is None
+
+
+@controlplane
+def test_node_changes_need_ownership_or_the_flag(cluster, lab, kube):
+    before = kube.get("Node", "gpu-h100-0")["metadata"]
+    for change in (
+        lambda: lab.label_node("gpu-h100-0", {"team": "a"}),
+        lambda: lab.label_node("gpu-h100-0", {OWNED_LABEL: "true"}),
+        lambda: lab.cordon("gpu-h100-0"),
+        lambda: lab.taint_node("gpu-h100-0", "nvidia.com/gpu", "present"),
+        lambda: lab.patch_node_status("gpu-h100-0", {"capacity": {"nvidia.com/gpu": "0"}}),
+    ):
+        with pytest.raises(NodeChangeRefused, match='node "gpu-h100-0": gpu-lab does not own it'):
+            change()
+    after = kube.get("Node", "gpu-h100-0")["metadata"]
+    assert (
+        after["labels"] == before["labels"]
+        and after["resourceVersion"] == before["resourceVersion"]
+    )
+
+    # the owned node may be changed, and the change is real
+    lab.label_node("gpu-a100-0", {"gpulab.dev/lesson": "mig", "nvidia.com/mig.config.state": None})
+    lab.taint_node("gpu-a100-0", "gpulab.dev/lesson", "mig", "NoSchedule")
+    node = kube.get("Node", "gpu-a100-0")
+    assert node["metadata"]["labels"]["gpulab.dev/lesson"] == "mig"
+    assert "nvidia.com/mig.config.state" not in node["metadata"]["labels"]
+    assert {"key": "gpulab.dev/lesson", "value": "mig", "effect": "NoSchedule"} in node["spec"][
+        "taints"
+    ]
+    lab.taint_node("gpu-a100-0", "gpulab.dev/lesson", effect="NoSchedule", remove=True)
+    lab.label_node(
+        "gpu-a100-0", {"gpulab.dev/lesson": None, "nvidia.com/mig.config.state": "success"}
+    )
+
+    # an explicit flag allows any node
+    brave = KubeconfigSession(cluster.kubeconfig(), allow_node_changes=True)
+    brave.label_node("gpu-h100-0", {"gpulab.dev/lesson": "x"})
+    brave.label_node("gpu-h100-0", {"gpulab.dev/lesson": None})
+    assert "gpulab.dev/lesson" not in kube.get("Node", "gpu-h100-0")["metadata"]["labels"]
+
+
+@controlplane
+def test_reset_deletes_only_gpu_labs_namespace(lab, kube):
+    lab.apply(
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: left-over}\n"
+        "spec: {containers: [{name: c, image: i}]}"
+    )
+    kube.create(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "theirs", "namespace": "team-a"},
+            "spec": {"containers": [{"name": "c", "image": "i"}]},
+        }
+    )
+    namespaces = {n["metadata"]["name"] for n in kube.list("Namespace")["items"]}
+    lab.reset(force=True)  # force: pods bound to these kubelet-less nodes never finish terminating
+    with pytest.raises(NotFound):
+        kube.get("Namespace", "gpu-lab")
+    assert {n["metadata"]["name"] for n in kube.list("Namespace")["items"]} == namespaces - {
+        "gpu-lab"
+    }
+    assert (
+        kube.get("Pod", "theirs", namespace="team-a")["metadata"].get("deletionTimestamp") is None
+    )
+    assert {n["metadata"]["name"] for n in kube.list("Node")["items"]} == set(NODES)
+    assert lab.pods().empty
+    lab.reset()  # nothing left: a no-op
+    # and the namespace comes back on the next apply
+    lab.apply(
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: again}\nspec: {containers: [{name: c, image: i}]}"
+    )
+    assert list(lab.schedule()["name"]) == ["again"]
+    lab.reset(force=True)
