@@ -68,7 +68,9 @@ def connect(backend: str = "sim", *, seed: int | None = 0, deterministic: bool =
 
     ``local`` starts (or reconnects to) a real control plane built from source
     (``gpu-lab controlplane build``) with simulated GPU nodes; ``options`` go to it
-    (``name``, ``root``, ``timeout``).
+    (``name``, ``root``, ``timeout``). ``kubeconfig`` works on an existing cluster
+    (``kubeconfig``, ``context``, ``namespace``): read-only for nodes, workloads only in
+    a namespace gpu-lab creates.
     """
     if backend == "sim":
         from .backends.sim import SimSession
@@ -78,6 +80,11 @@ def connect(backend: str = "sim", *, seed: int | None = 0, deterministic: bool =
         from .backends.local.session import LocalSession
 
         return LocalSession(**options)
-    if backend in BACKENDS:
-        raise GpuLabError(f'backend "{backend}" is not available in this version of gpu-lab yet (use "sim" or "local")')
+    if backend == "kubeconfig":
+        from .backends.kubeconfig.session import KubeconfigSession
+
+        return KubeconfigSession(**options)
+    if backend == "kind":
+        raise GpuLabError('backend "kind": create the cluster with `gpu-lab up --backend kind --scenario FILE`, '
+                          'then connect("kubeconfig", kubeconfig=<its kubeconfig>)')
     raise GpuLabError(f'unknown backend "{backend}" (choose from {", ".join(BACKENDS)})')

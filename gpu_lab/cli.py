@@ -125,6 +125,10 @@ def build_parser() -> argparse.ArgumentParser:
                        ("kubeconfig", "path of the lab's admin kubeconfig")):
         sub.add_parser(name, help=text, add_help=False)
 
+    sub.add_parser("probe", help="read-only NVML discovery of this machine's GPUs", add_help=False)
+    sub.add_parser("inventory", help="read-only GPU inventory of an existing cluster (kubeconfig)",
+                   add_help=False)
+
     cp = sub.add_parser("controlplane", help="build the real Kubernetes components from source")
     cp.add_argument("rest", nargs=argparse.REMAINDER, help="build [--components ...] [--force]")
     cp.set_defaults(func=cmd_controlplane)
@@ -137,8 +141,21 @@ def cmd_local(args) -> int:
     return main(args.rest)
 
 
+def cmd_probe(args) -> int:
+    from .probe import main
+
+    return main(args.rest)
+
+
+def cmd_inventory(args) -> int:
+    from .backends.kubeconfig.inventory import main
+
+    return main(args.rest)
+
+
 # Subcommands whose own parser takes every argument after the name (``--help`` included).
-_PASSTHROUGH = {"device-plugin": cmd_device_plugin, "controlplane": cmd_controlplane, "mig": cmd_mig}
+_PASSTHROUGH = {"device-plugin": cmd_device_plugin, "controlplane": cmd_controlplane, "mig": cmd_mig,
+                "probe": cmd_probe, "inventory": cmd_inventory}
 _LOCAL = ("up", "down", "status", "logs", "kubeconfig")
 
 

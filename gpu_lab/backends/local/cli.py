@@ -20,7 +20,7 @@ from gpu_lab.errors import GpuLabError
 
 from .cluster import ALIASES, COMPONENTS, LocalCluster
 
-BACKENDS = ("local",)
+BACKENDS = ("local", "kind")
 
 
 def _progress(msg: str) -> None:
@@ -29,13 +29,22 @@ def _progress(msg: str) -> None:
 
 def _lab(args) -> LocalCluster:
     if getattr(args, "backend", "local") not in BACKENDS:
-        raise GpuLabError(
-            f"backend {args.backend!r} cannot be started by gpu-lab up yet: use local"
-        )
+        raise GpuLabError(f"backend {args.backend!r} cannot be started by gpu-lab up: use local or kind")
     return LocalCluster(args.name)
 
 
+def _kind(args):
+    from ..kind import KindCluster
+
+    return KindCluster(name=args.name if args.name != "default" else "gpu-lab")
+
+
 def cmd_up(args) -> int:
+    if getattr(args, "backend", "local") == "kind":
+        if not args.scenario:
+            raise GpuLabError("gpu-lab up --backend kind needs --scenario FILE (the nodes to create)")
+        _kind(args).up(args.scenario, progress=None if args.quiet else _progress)
+        return 0
     lab = _lab(args)
     try:
         lab.up(progress=None if args.quiet else _progress, timeout=args.timeout)
@@ -49,6 +58,9 @@ def cmd_up(args) -> int:
 
 
 def cmd_down(args) -> int:
+    if getattr(args, "backend", "local") == "kind":
+        _kind(args).down(progress=_progress, purge=args.purge)
+        return 0
     _lab(args).down(progress=_progress, purge=args.purge)
     return 0
 
@@ -112,13 +124,15 @@ def build_parser(prog: str = "gpu-lab") -> argparse.ArgumentParser:
         return sp
 
     up = named(sub.add_parser("up", help="start the local control plane (or repair it)"))
-    up.add_argument("--backend", default="local", help="local (default)")
+    up.add_argument("--backend", default="local", choices=BACKENDS, help="local (default) or kind (needs Docker)")
+    up.add_argument("--scenario", help="kind: the scenario whose nodes to create")
     up.add_argument("--timeout", type=float, default=120.0, help="seconds to wait (default 120)")
     up.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
     up.set_defaults(func=cmd_up)
 
     down = named(sub.add_parser("down", help="stop every process of the lab"))
     down.add_argument("--purge", action="store_true", help="also delete the lab's data and certs")
+    down.add_argument("--backend", default="local", choices=BACKENDS, help="local (default) or kind")
     down.set_defaults(func=cmd_down)
 
     status = named(sub.add_parser("status", help="state, pid and port of each component"))
