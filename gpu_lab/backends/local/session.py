@@ -95,6 +95,7 @@ class LocalSession(Session):
         self.agents: list[Any] = []
         self._created: list[tuple[str, str, str | None]] = []  # (kind, name, namespace)
         self._expected_pods = 0
+        self._custom_scheduler = False
 
     # ------------------------------------------------------------- apply
     def _priority_classes(self) -> dict[str, dict]:
@@ -107,6 +108,7 @@ class LocalSession(Session):
         refs: list[str] = []
         if sc.scheduler_config is not None:
             self.cluster.set_scheduler_config(sc.scheduler_config, progress=lambda _m: None)
+            self._custom_scheduler = True
             refs.append("kubeschedulerconfiguration")
         if sc.nodes:
             refs += self._start_nodes(sc.nodes)
@@ -141,6 +143,14 @@ class LocalSession(Session):
 
     @contextlib.contextmanager
     def _scheduler_paused(self):
+        """Hold the scheduler while a batch is created, then start it afresh.
+
+        A paused (SIGSTOP) scheduler would, once resumed, start popping pods while its
+        informer is still delivering the rest of the batch. A freshly started one lists
+        every pod and syncs its caches before its first cycle, so it sees the whole batch
+        in its queue at once, ordered by priority then arrival: the simulator's model.
+        """
+        self._wait(lambda: self.cluster.status()[SCHEDULER].state == "healthy", "kube-scheduler to be healthy")
         pid = self.cluster.status(check_health=False)[SCHEDULER].pid
         if pid:
             os.kill(pid, signal.SIGSTOP)
@@ -148,7 +158,9 @@ class LocalSession(Session):
             yield
         finally:
             if pid:
+                os.kill(pid, signal.SIGKILL)
                 os.kill(pid, signal.SIGCONT)
+                self.cluster.up(progress=None)  # restarts just the scheduler
 
     def _start_nodes(self, nodes) -> list[str]:
         from .nodeagent import NodeAgent
@@ -191,10 +203,9 @@ class LocalSession(Session):
         ]
 
     def _settled(self) -> bool:
-        pods = self._user_pods()
-        if len(pods) < self._expected_pods:
-            return False  # controllers are still creating pods
-        for p in pods:
+        # apply() already waited for the controllers' first pods; preempted or finished
+        # pods may be gone since, and replacements show up here as pending pods.
+        for p in self._user_pods():
             phase = (p.get("status") or {}).get("phase")
             if phase in _TERMINAL or p["spec"].get("nodeName") and phase == "Running":
                 continue
@@ -325,19 +336,37 @@ class LocalSession(Session):
 
     # ------------------------------------------------------------- reset
     def reset(self) -> None:
-        """Delete what this session created (workloads, pods, nodes); the control plane stays up."""
-        for kind, name, ns in reversed(self._created):
-            self.client.delete(kind, name, namespace=ns, missing_ok=True)
-        for p in self._user_pods():
-            self.client.delete(
-                "Pod", p["metadata"]["name"], namespace=p["metadata"]["namespace"], missing_ok=True
-            )
+        """Empty the lab: workloads, pods, nodes, user PriorityClasses and namespaces.
+
+        The control plane keeps running and the scheduler gets its default profile back.
+        """
         for agent in self.agents:
             agent.stop()
+        ns_names = [n["metadata"]["name"] for n in self.client.list("Namespace")["items"]]
+        for ns in ns_names:
+            if ns in SYSTEM_NAMESPACES - {"default"}:
+                continue
+            for kind in ("Deployment", "ReplicaSet", "Job"):
+                for obj in self.client.list(kind, namespace=ns)["items"]:
+                    self.client.delete(kind, obj["metadata"]["name"], namespace=ns, missing_ok=True,
+                                       propagation_policy="Background")
+            for p in self.client.list("Pod", namespace=ns)["items"]:
+                self.client.delete("Pod", p["metadata"]["name"], namespace=ns, missing_ok=True,
+                                   grace_period_seconds=0)
+        for pc in self.client.list("PriorityClass")["items"]:
+            if not pc["metadata"]["name"].startswith("system-"):
+                self.client.delete("PriorityClass", pc["metadata"]["name"], missing_ok=True)
+        for ns in ns_names:
+            if ns not in SYSTEM_NAMESPACES:
+                self.client.delete("Namespace", ns, missing_ok=True)
         for n in self.client.list("Node")["items"]:
             self.client.delete("Node", n["metadata"]["name"], missing_ok=True)
+        self._wait(lambda: not self._user_pods() and not self.client.list("Node")["items"],
+                   "the lab to empty")
         self.agents, self._created, self._expected_pods = [], [], 0
-        self.cluster.set_scheduler_config(None, progress=lambda _m: None)
+        if self._custom_scheduler:
+            self.cluster.set_scheduler_config(None, progress=lambda _m: None)
+            self._custom_scheduler = False
 
     def close(self) -> None:
         """Stop this session's node agents (the control plane keeps running)."""
