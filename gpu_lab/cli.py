@@ -57,7 +57,7 @@ def cmd_explain(args) -> int:
 def cmd_bench(args) -> int:
     from .bench import main
 
-    return main(args.nodes, args.pods, args.seed, args.json)
+    return main(args.nodes, args.pods, args.seed, args.json, args.compare)
 
 
 def cmd_controlplane(args) -> int:
@@ -107,6 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--pods", type=int, default=10000)
     b.add_argument("--seed", type=int, default=0)
     b.add_argument("--json", action="store_true")
+    b.add_argument("--compare", choices=["local"], help="also run it on the real kube-scheduler")
     b.set_defaults(func=cmd_bench)
 
     dp = sub.add_parser("device-plugin", help="run the fake NVIDIA device plugin (kubelet gRPC API v1beta1)",
