@@ -1,0 +1,751 @@
+"""Simulated GPU nodes for the real control plane: a small KWOK-like kubelet stand-in.
+
+``NodeAgent(client, nodes, work_dir)`` plays the kubelet of every node it is given
+(``gpu_lab.model.objects.Node`` records, e.g. what a ``NodePool`` expands to) against
+a real API server:
+
+* **Nodes**: registers each v1 Node (labels incl. GPU Feature Discovery's, taints,
+  unschedulable) and keeps it Ready: status conditions, addresses (an unused
+  127.0.0.x), nodeInfo (kubelet v1.37.2, runtime ``gpu-lab://fake``), capacity and
+  allocatable, and a ``coordination.k8s.io/v1`` Lease in ``kube-node-lease`` renewed
+  every ``heartbeat`` seconds, so node-lifecycle never taints it unreachable. Node
+  status is patched when it changes, and every ``status_report`` seconds otherwise.
+* **Device plugins**: every node with GPUs gets one fake NVIDIA device-plugin
+  *process* (``gpu_lab.deviceplugin.plugin``, its own folder
+  ``WORK_DIR/<node>/device-plugins``) and, in this process, a kubelet Registration
+  server (``KubeletServer``) feeding the node's ``DeviceManager`` over the real gRPC
+  API. Capacity/allocatable of device resources are the manager's (real kubelet
+  semantics): ``kill_plugin(node)`` and allocatable drops to 0 on the Node within a
+  few tenths of a second while capacity stays; new GPU pods pend in kube-scheduler.
+  ``restart_plugin(node)`` restores it. Pools whose devices the fake plugin cannot
+  advertise yet (MIG layouts under ``single``/``mixed``) and plain Node manifests
+  listing ``nvidia.com/*`` capacity get a device manager with fixed devices instead.
+* **Pods** bound to its nodes: admission as the kubelet does it (device-manager
+  ``Allocate`` for every container first, through the plugin's
+  ``GetPreferredAllocation`` and ``Allocate``; then the resource-fit predicate), then
+  the devices and the plugin's environment go on the pod as annotations
+  ``gpulab.dev/devices`` (``{container: {resource: [ids]}}``) and ``gpulab.dev/env``
+  (``{container: {NVIDIA_VISIBLE_DEVICES: ...}}``) and the pod turns Running. A
+  rejected pod fails with the kubelet's reason (``UnexpectedAdmissionError``,
+  ``OutOf<resource>``) and message, plus a Warning event. Pods annotated
+  ``gpulab.dev/duration: 30s`` exit 0 after that long (phase Succeeded), so Jobs
+  complete. Pods being deleted release their devices and are deleted at once
+  (``gracePeriodSeconds=0``); deleted pods release theirs.
+
+In a program::
+
+    agent = NodeAgent(kube, load_scenario("cluster.yaml").nodes, "/tmp/gla").start()
+    ...
+    agent.kill_plugin("h100-0")        # the production bug: allocatable 0, pods pend
+    agent.restart_plugin("h100-0")
+    agent.stop()
+
+As a process (until SIGTERM; its plugin processes end with it)::
+
+    python -m gpu_lab.backends.local.nodeagent --kubeconfig K --scenario FILE --work-dir DIR
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import heapq
+import itertools
+import json
+import logging
+import queue
+import signal
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from ...deviceplugin.config import allocation_problem
+from ...deviceplugin.manager import (
+    ENDPOINT_STOP_GRACE_PERIOD,
+    DeviceAllocationError,
+    visible_devices_env,
+)
+from ...errors import GpuLabError
+from ...model.objects import Node
+from . import nodestatus as ns
+from . import podlifecycle as pl
+from .client import ApiError, KubeClient, NotFound, Unreachable
+from .simnode import NodeAgentError, PodState, SimNode
+from .watch import CancellableWatch
+
+log = logging.getLogger("gpu_lab.nodeagent")
+
+STATUS_TICK_S = 0.1  # how often device-manager figures are compared with what the Node shows
+STATUS_REPORT_S = 60.0  # a node status patch at least this often (the kubelet: 5 min)
+WATCH_TIMEOUT_S = 60
+START_TIMEOUT_S = 30.0
+BOUND_PODS = "spec.nodeName!="
+NOT_READY_TAINT = "node.kubernetes.io/not-ready"
+NOT_READY_WAIT_S = 10.0
+TERMINAL = ("Succeeded", "Failed")
+
+
+class NodeAgent:
+    """The kubelet of a set of simulated nodes (see the module docstring)."""
+
+    def __init__(
+        self,
+        client: KubeClient,
+        nodes: Iterable[Node],
+        work_dir: Path | str,
+        lease_seconds: int = 40,
+        heartbeat: float = 10.0,
+        *,
+        status_report: float = STATUS_REPORT_S,
+        grace_period: float = ENDPOINT_STOP_GRACE_PERIOD,
+    ):
+        self.client = client
+        self.work_dir = Path(work_dir).absolute()
+        self.lease_seconds, self.heartbeat, self.status_report = (
+            lease_seconds,
+            heartbeat,
+            status_report,
+        )
+        nodes = list(nodes)
+        names = [n.name for n in nodes]
+        dup = next((n for n in names if names.count(n) > 1), None)
+        if dup:
+            raise NodeAgentError(f'node "{dup}" is listed twice')
+        self.nodes: dict[str, SimNode] = {
+            n.name: SimNode(n, i, self.work_dir, grace_period) for i, n in enumerate(nodes)
+        }
+        self._stopping = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._watch_thread: threading.Thread | None = None
+        self._watcher: CancellableWatch | None = None
+        self._clients: list[KubeClient] = []
+        self._timers: list[tuple[float, int, str, str]] = []
+        self._timer_seq = itertools.count()
+        self._timer_cond = threading.Condition()
+        self._started = False
+        self._generation = 0  # a watch thread from before a stop() must not come back
+        self.started_in: float | None = None
+
+    # ------------------------------------------------------------------ lifecycle
+    def _new_client(self) -> KubeClient:
+        c = KubeClient(self.client.creds, timeout=self.client.timeout)
+        self._clients.append(c)
+        return c
+
+    def start(self, timeout: float = START_TIMEOUT_S) -> NodeAgent:
+        """Start the plugins, wait until they serve, register the Nodes Ready, then
+        follow pods. Raises :class:`NodeAgentError` (after cleaning up) on failure."""
+        if self._started:
+            return self
+        t0 = time.monotonic()
+        self._stopping.clear()
+        try:
+            self.work_dir.mkdir(parents=True, exist_ok=True)
+            for sn in self.nodes.values():
+                sn.start_devices()
+            self._wait_plugins(t0 + timeout)
+            client = self._new_client()
+            self._spawn(self._timer_loop, "nodeagent-timers")
+            for sn in self.nodes.values():
+                self._spawn(self._worker, f"nodeagent-{sn.name}", sn)
+            # pods already bound to these nodes (an agent restarted, a node re-created
+            # with pods still terminating on it) are settled before the nodes turn Ready
+            lst = client.list("Pod", field_selector=BOUND_PODS)
+            for ev in self._resync(lst.get("items") or []):
+                ev.wait(max(0.1, t0 + timeout - time.monotonic()))
+            for sn in self.nodes.values():
+                self._register(client, sn)
+            self._wait_schedulable(client, t0 + timeout)
+            self._spawn(self._status_loop, "nodeagent-status")
+            self._generation += 1
+            self._watcher = CancellableWatch(self._new_client())
+            self._watch_thread = threading.Thread(
+                target=self._watch_pods,
+                args=(self._generation, self._watcher, lst["metadata"]["resourceVersion"]),
+                name="nodeagent-watch",
+                daemon=True,
+            )
+            self._watch_thread.start()
+        except BaseException:
+            self.stop()
+            raise
+        self._started = True
+        self.started_in = time.monotonic() - t0
+        log.info("%d node(s) ready in %.1f s", len(self.nodes), self.started_in)
+        return self
+
+    def _spawn(self, target, name: str, *args) -> None:
+        t = threading.Thread(target=target, args=args, name=name, daemon=True)
+        t.start()
+        self._threads.append(t)
+
+    def _wait_plugins(self, deadline: float) -> None:
+        waiting = [sn for sn in self.nodes.values() if sn.has_plugin]
+        while waiting:
+            for sn in list(waiting):
+                if sn.plugin_serving():
+                    waiting.remove(sn)
+                elif not sn.plugin.alive:
+                    raise NodeAgentError(
+                        f"the device plugin of {sn.name} exited with code "
+                        f"{sn.plugin.proc.returncode}: {sn.plugin.log_tail()}"
+                    )
+            if not waiting:
+                return
+            if time.monotonic() > deadline:
+                sn = waiting[0]
+                raise NodeAgentError(
+                    f"the device plugin of {sn.name} did not register in time: "
+                    f"{sn.plugin.log_tail() or 'no output'}"
+                )
+            waiting[0].kubelet.wait_for(lambda w=waiting[0]: w.plugin_serving(), timeout=0.1)
+
+    def _wait_schedulable(self, client: KubeClient, deadline: float) -> None:
+        """kube-apiserver's TaintNodesByCondition admission gives every new Node the
+        ``node.kubernetes.io/not-ready:NoSchedule`` taint; node-lifecycle (in
+        kube-controller-manager) lifts it once it sees Ready. Wait for that, so pods
+        created right after ``start()`` can land; without a controller-manager, go on."""
+        waiting = set(self.nodes)
+        deadline = min(deadline, time.monotonic() + NOT_READY_WAIT_S)
+        while waiting and time.monotonic() < deadline:
+            for name in sorted(waiting):
+                taints = client.get("Node", name).get("spec", {}).get("taints") or []
+                if not any(t.get("key") == NOT_READY_TAINT for t in taints):
+                    waiting.discard(name)
+            if waiting:
+                time.sleep(0.05)
+        if waiting:
+            log.warning(
+                "%s still tainted %s (is kube-controller-manager running?)",
+                ", ".join(sorted(waiting)),
+                NOT_READY_TAINT,
+            )
+
+    def stop(self, delete_nodes: bool = False) -> None:
+        """Stop following pods and nodes, stop every plugin process and kubelet server.
+
+        The Nodes stay (they turn NotReady once their Lease expires, as when a kubelet
+        stops) unless ``delete_nodes``."""
+        self._stopping.set()
+        self._generation += 1
+        with self._timer_cond:
+            self._timer_cond.notify_all()
+        for t in self._threads:
+            t.join(5)
+        self._threads = []
+        if self._watcher is not None:
+            self._watcher.cancel()  # an open watch would also hold up kube-apiserver's shutdown
+            self._watcher = None
+        if self._watch_thread is not None:
+            self._watch_thread.join(5)
+            self._watch_thread = None
+        for sn in self.nodes.values():
+            try:
+                sn.stop_devices()
+            except Exception:  # noqa: BLE001 - keep stopping the others
+                log.exception("stopping the devices of %s", sn.name)
+        if delete_nodes:
+            client = self._new_client()
+            for sn in self.nodes.values():
+                with contextlib.suppress(ApiError, Unreachable):
+                    client.delete("Node", sn.name, missing_ok=True)
+                with contextlib.suppress(ApiError, Unreachable):
+                    client.delete(
+                        "Lease",
+                        sn.name,
+                        ns.NODE_LEASE_NAMESPACE,
+                        "coordination.k8s.io/v1",
+                        missing_ok=True,
+                    )
+        for c in self._clients:
+            c.close()
+        self._clients = []
+        self._started = False
+
+    def __enter__(self) -> NodeAgent:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    # ------------------------------------------------------------------ lessons/tests
+    def node(self, name: str) -> SimNode:
+        try:
+            return self.nodes[name]
+        except KeyError:
+            raise NodeAgentError(
+                f'node "{name}" is not simulated by this agent ({", ".join(self.nodes)})'
+            ) from None
+
+    def _plugin_of(self, name: str) -> SimNode:
+        sn = self.node(name)
+        if not sn.has_plugin:
+            why = f" ({sn.static_reason})" if sn.static_reason else ""
+            raise NodeAgentError(f"node {name} runs no device plugin{why}")
+        return sn
+
+    def kill_plugin(self, name: str, sig: int = signal.SIGKILL) -> None:
+        """Kill a node's device-plugin process (a crash): the kubelet side sees its
+        ListAndWatch stream break, allocatable of its resources drops to 0."""
+        self._plugin_of(name).plugin.kill(sig)
+
+    def restart_plugin(self, name: str, wait: bool = True, timeout: float = 15.0) -> bool:
+        """Start a node's plugin again (stopping it first if it runs); with ``wait``,
+        return whether it registered and reported healthy devices within ``timeout``."""
+        sn = self._plugin_of(name)
+        if sn.plugin.alive:
+            sn.plugin.stop()
+        t0 = time.monotonic()
+        sn.plugin.start()
+        if not wait:
+            return True
+        deadline = t0 + timeout
+        while time.monotonic() < deadline:
+            if sn.kubelet.wait_for(lambda: sn.plugin_serving(t0), timeout=0.2):
+                return True
+            if not sn.plugin.alive:
+                return False
+        return False
+
+    def plugin_alive(self, name: str) -> bool:
+        sn = self.node(name)
+        return sn.plugin is not None and sn.plugin.alive
+
+    # ------------------------------------------------------------------ nodes
+    def _register(self, client: KubeClient, sn: SimNode) -> None:
+        cap, alloc = sn.published()
+        status = ns.node_status(sn.node, sn.ip, cap, alloc, sn.boot_id)
+        body = ns.node_object(sn.node)
+        body["status"] = {**status, "conditions": ns.conditions(ns.rfc3339(), sn.ready_since)}
+        try:
+            obj = client.create(body)
+        except ApiError as err:
+            if err.reason != "AlreadyExists":
+                raise NodeAgentError(f"cannot register node {sn.name}: {err}") from None
+            meta = {k: v for k, v in body["metadata"].items() if k in ("labels", "annotations")}
+            obj = client.patch("Node", sn.name, {"metadata": meta})
+        sn.uid = obj["metadata"]["uid"]
+        self._patch_status(client, sn, status)
+        self._renew_lease(client, sn)
+
+    def _patch_status(self, client: KubeClient, sn: SimNode, status: dict) -> None:
+        body = {"status": {**status, "conditions": ns.conditions(ns.rfc3339(), sn.ready_since)}}
+        client.patch("Node", sn.name, body, subresource="status")
+        sn.last_status, sn.last_beat = status, time.monotonic()
+
+    def _renew_lease(self, client: KubeClient, sn: SimNode) -> None:
+        renew = ns.micro_time()
+        try:
+            client.patch(
+                "Lease", sn.name, {"spec": {"renewTime": renew, "holderIdentity": sn.name}},
+                namespace=ns.NODE_LEASE_NAMESPACE, api_version="coordination.k8s.io/v1",
+            )  # fmt: skip
+        except NotFound:
+            client.create(ns.lease_object(sn.name, sn.uid, self.lease_seconds, renew))
+        sn.last_lease = time.monotonic()
+
+    def _status_loop(self) -> None:
+        client = self._new_client()
+        complained: dict[str, float] = {}
+        while not self._stopping.wait(STATUS_TICK_S):
+            for sn in self.nodes.values():
+                if self._stopping.is_set():
+                    return
+                try:
+                    self._sync_node(client, sn)
+                except (ApiError, Unreachable) as err:
+                    now = time.monotonic()
+                    if now - complained.get(sn.name, -1e9) > 30:
+                        log.warning("%s: cannot update node status: %s", sn.name, err)
+                        complained[sn.name] = now
+
+    def _sync_node(self, client: KubeClient, sn: SimNode) -> None:
+        now = time.monotonic()
+        cap, alloc = sn.published()
+        status = ns.node_status(sn.node, sn.ip, cap, alloc, sn.boot_id)
+        if status != sn.last_status or now - sn.last_beat >= self.status_report:
+            if sn.last_status is not None and status != sn.last_status:
+                log.info("%s: allocatable %s", sn.name, status["allocatable"])
+            self._patch_status(client, sn, status)
+        if now - sn.last_lease >= self.heartbeat:
+            self._renew_lease(client, sn)
+
+    # ------------------------------------------------------------------ pod watch
+    def _watch_pods(self, generation: int, watcher: CancellableWatch, rv: str | None) -> None:
+        client = watcher.client
+        while not self._stopping.is_set() and generation == self._generation:
+            try:
+                if rv is None:
+                    lst = client.list("Pod", field_selector=BOUND_PODS)
+                    rv = lst["metadata"]["resourceVersion"]
+                    self._resync(lst.get("items") or [])
+                for ev in watcher.stream(
+                    "Pod", resource_version=rv, field_selector=BOUND_PODS,
+                    timeout_seconds=WATCH_TIMEOUT_S,
+                ):  # fmt: skip
+                    if self._stopping.is_set() or generation != self._generation:
+                        return
+                    rv = (ev.object.get("metadata") or {}).get("resourceVersion") or rv
+                    if ev.type in ("ADDED", "MODIFIED", "DELETED"):
+                        self._dispatch(ev.type, ev.object)
+            except ApiError as err:
+                if err.code != 410:
+                    log.warning("pod watch: %s", err)
+                    self._stopping.wait(1.0)
+                rv = None
+            except Exception as err:  # noqa: BLE001 - the watch must go on
+                if self._stopping.is_set():
+                    return
+                if isinstance(err, Unreachable):
+                    log.warning("pod watch: %s", err)
+                else:
+                    log.exception("pod watch")
+                self._stopping.wait(1.0)
+                rv = None
+
+    def _dispatch(self, kind: str, pod: dict) -> None:
+        sn = self.nodes.get((pod.get("spec") or {}).get("nodeName") or "")
+        if sn is not None:
+            sn.queue.put(("pod", kind, pod))
+
+    def _resync(self, pods: list[dict]) -> list[threading.Event]:
+        """Hand a full pod list to the workers; pods they know that the list lacks are
+        gone. Returns one event per node, set once its worker has handled the list."""
+        seen: dict[str, set[str]] = {name: set() for name in self.nodes}
+        for pod in pods:
+            node = (pod.get("spec") or {}).get("nodeName")
+            if node in seen:
+                seen[node].add(pod["metadata"]["uid"])
+                self._dispatch("ADDED", pod)
+        done = []
+        for name, uids in seen.items():
+            ev = threading.Event()
+            self.nodes[name].queue.put(("sync", uids, ev))
+            done.append(ev)
+        return done
+
+    # ------------------------------------------------------------------ pod worker
+    def _worker(self, sn: SimNode) -> None:
+        client = self._new_client()
+        while not self._stopping.is_set():
+            try:
+                what, a, b = sn.queue.get(timeout=0.2)
+            except queue.Empty:
+                continue
+            try:
+                if what == "pod":
+                    self._on_pod(client, sn, a, b)
+                elif what == "complete":
+                    self._complete(client, sn, a, b)
+                elif what == "sync":
+                    for uid in [u for u in sn.pods if u not in a]:
+                        self._forget(sn, uid)
+                    b.set()
+            except Unreachable as err:
+                log.warning("%s: %s", sn.name, err)
+            except Exception:  # noqa: BLE001 - one bad pod must not stop the node
+                log.exception("%s: handling a pod", sn.name)
+
+    def _on_pod(self, client: KubeClient, sn: SimNode, kind: str, pod: dict) -> None:
+        meta = pod.get("metadata") or {}
+        uid = meta.get("uid", "")
+        st = sn.pods.get(uid)
+        if kind == "DELETED":
+            self._forget(sn, uid)
+            return
+        phase = (pod.get("status") or {}).get("phase")
+        deleting = bool(meta.get("deletionTimestamp"))
+        if st is None:
+            st = PodState(uid, pl.pod_key(pod))
+            sn.pods[uid] = st
+            if phase in TERMINAL:
+                st.terminal = True
+            elif phase == "Running":
+                self._adopt(sn, st, pod)
+            elif not deleting:
+                self._admit(client, sn, st, pod)
+        elif phase in TERMINAL and not st.terminal:
+            self._release(sn, st)
+            st.terminal = True
+        if deleting and not st.deleting:
+            st.deleting = True
+            self._release(sn, st)
+            self._delete_now(client, pod)
+
+    def _forget(self, sn: SimNode, uid: str) -> None:
+        st = sn.pods.pop(uid, None)
+        if st is not None:
+            self._release(sn, st)
+
+    def _release(self, sn: SimNode, st: PodState) -> None:
+        if st.admitted:
+            st.admitted = False
+            sn.manager.release(st.uid)
+            log.info("%s: released %s", sn.name, st.key)
+
+    def _delete_now(self, client: KubeClient, pod: dict) -> None:
+        meta = pod["metadata"]
+        path = client.resource("Pod").path(meta["namespace"], meta["name"])
+        body = {
+            "apiVersion": "v1",
+            "kind": "DeleteOptions",
+            "gracePeriodSeconds": 0,
+            "preconditions": {"uid": meta["uid"]},
+        }
+        with contextlib.suppress(ApiError):  # gone, or another pod by now (uid precondition)
+            client.request("DELETE", path, body=body)
+
+    def _adopt(self, sn: SimNode, st: PodState, pod: dict) -> None:
+        """A pod this node ran before the agent (re)started: hold its devices again."""
+        meta = pod.get("metadata") or {}
+        st.requests = pl.pod_requests(pod)
+        st.admitted = True
+        st.started = (pod.get("status") or {}).get("startTime")
+        try:
+            held = json.loads((meta.get("annotations") or {}).get(pl.DEVICES_ANNOTATION) or "{}")
+        except ValueError:
+            held = {}
+        for container, per in (held or {}).items():
+            for r, ids in (per or {}).items():
+                try:
+                    sn.manager.allocate(st.uid, container, r, len(ids), preferred=ids)
+                except (DeviceAllocationError, GpuLabError) as err:
+                    log.warning("%s: %s keeps running without its %s: %s", sn.name, st.key, r, err)
+        self._schedule_end(sn, st, pod)
+        log.info("%s: adopted running pod %s", sn.name, st.key)
+
+    def _admit(self, client: KubeClient, sn: SimNode, st: PodState, pod: dict) -> None:
+        meta = pod["metadata"]
+        m = sn.manager
+        devices: dict[str, dict[str, list[str]]] = {}
+        envs: dict[str, dict[str, str]] = {}
+        try:
+            for container, r, count in pl.device_requests(pod, set(m.capacity())):
+                if sn.kubelet is not None and r in sn.plugin_resources:
+                    a = sn.kubelet.allocate(st.uid, container, r, count)
+                    ids, env = a.device_ids, a.envs
+                else:
+                    ids = m.allocate(st.uid, container, r, count)
+                    problem = allocation_problem(sn.config, ids, m.devices.get(r, ()))
+                    if problem:
+                        raise DeviceAllocationError(
+                            f'rpc error: code = Unknown desc = invalid allocation request for "{r}": '
+                            f"invalid request: {problem}"
+                        )
+                    env = visible_devices_env(ids) if r.startswith("nvidia.com/") else {}
+                if ids:
+                    devices.setdefault(container, {})[r] = list(ids)
+                    envs.setdefault(container, {}).update(env)
+        except DeviceAllocationError as err:
+            m.release(st.uid)
+            self._reject(
+                client, sn, st, pod, pl.UNEXPECTED_ADMISSION_ERROR, pl.admission_error_message(err)
+            )
+            return
+        st.requests = pl.pod_requests(pod)
+        used, count = sn.used()
+        failure = pl.fit_failure(st.requests, used, count, sn.admission_allocatable())
+        if failure:
+            m.release(st.uid)
+            self._reject(client, sn, st, pod, *failure)
+            return
+        st.admitted = True
+        spec = pod.get("spec") or {}
+        pod_ip = sn.ip if spec.get("hostNetwork") else sn.next_pod_ip()
+        status = pl.running_status(pod, sn.ip, pod_ip)
+        st.started = status["startTime"]
+        body: dict[str, Any] = {"metadata": {"uid": st.uid}, "status": status}
+        if devices:
+            body["metadata"]["annotations"] = {
+                pl.DEVICES_ANNOTATION: json.dumps(devices, sort_keys=True),
+                pl.ENV_ANNOTATION: json.dumps(envs, sort_keys=True),
+            }
+        try:
+            client.patch(
+                "Pod", meta["name"], body, namespace=meta["namespace"],
+                patch_type="strategic", subresource="status",
+            )  # fmt: skip
+        except ApiError as err:
+            log.info("%s: %s went away before it started: %s", sn.name, st.key, err)
+            self._release(sn, st)
+            st.terminal = True
+            return
+        log.info("%s: %s running%s", sn.name, st.key, f" with {devices}" if devices else "")
+        self._schedule_end(sn, st, pod, fresh=True)
+
+    def _reject(
+        self, client: KubeClient, sn: SimNode, st: PodState, pod: dict, reason: str, message: str
+    ) -> None:
+        st.terminal = True
+        meta = pod["metadata"]
+        log.info("%s: rejected %s: %s: %s", sn.name, st.key, reason, message)
+        self._event(client, sn, pod, reason, message.removeprefix(pl.REJECTED_PREFIX))
+        body = {"metadata": {"uid": st.uid}, "status": pl.rejected_status(reason, message)}
+        with contextlib.suppress(ApiError):
+            client.patch(
+                "Pod", meta["name"], body, namespace=meta["namespace"],
+                patch_type="strategic", subresource="status",
+            )  # fmt: skip
+
+    def _event(self, client: KubeClient, sn: SimNode, pod: dict, reason: str, message: str) -> None:
+        meta = pod["metadata"]
+        now = ns.rfc3339()
+        event = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {
+                "name": f"{meta['name']}.{uuid.uuid4().hex[:16]}",
+                "namespace": meta["namespace"],
+            },
+            "involvedObject": {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "name": meta["name"],
+                "namespace": meta["namespace"],
+                "uid": meta["uid"],
+                "resourceVersion": meta.get("resourceVersion", ""),
+            },
+            "reason": reason,
+            "message": message,
+            "type": "Warning",
+            "source": {"component": "kubelet", "host": sn.name},
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "count": 1,
+            "reportingComponent": "kubelet",
+            "reportingInstance": sn.name,
+        }
+        with contextlib.suppress(ApiError):
+            client.create(event)
+
+    # ------------------------------------------------------------------ durations
+    def _schedule_end(self, sn: SimNode, st: PodState, pod: dict, fresh: bool = False) -> None:
+        """Queue the end of a pod annotated with a duration (from now when ``fresh``,
+        else from its startTime)."""
+        text = ((pod.get("metadata") or {}).get("annotations") or {}).get(pl.DURATION_ANNOTATION)
+        if not text:
+            return
+        try:
+            seconds = pl.parse_duration(text)
+        except GpuLabError as err:
+            log.warning("%s: %s runs until deleted: %s", sn.name, st.key, err)
+            return
+        started = None if fresh else pl.parse_time(st.started)
+        remaining = seconds if started is None else max(0.0, started + seconds - time.time())
+        with self._timer_cond:
+            heapq.heappush(
+                self._timers, (time.monotonic() + remaining, next(self._timer_seq), sn.name, st.uid)
+            )
+            self._timer_cond.notify_all()
+
+    def _timer_loop(self) -> None:
+        while not self._stopping.is_set():
+            with self._timer_cond:
+                now = time.monotonic()
+                due = []
+                while self._timers and self._timers[0][0] <= now:
+                    due.append(heapq.heappop(self._timers))
+                if not due:
+                    wait = self._timers[0][0] - now if self._timers else 1.0
+                    self._timer_cond.wait(min(wait, 1.0))
+                    continue
+            for _, _, node, uid in due:
+                self.nodes[node].queue.put(("complete", uid, None))
+
+    def _complete(self, client: KubeClient, sn: SimNode, uid: str, _unused: Any) -> None:
+        st = sn.pods.get(uid)
+        if st is None or not st.admitted or st.terminal or st.deleting:
+            return
+        namespace, name = st.key.split("/", 1)
+        try:
+            pod = client.get("Pod", name, namespace)
+        except NotFound:
+            self._forget(sn, uid)
+            return
+        if pod["metadata"].get("uid") != uid:
+            self._forget(sn, uid)
+            return
+        body = {"metadata": {"uid": uid}, "status": pl.succeeded_status(pod, st.started)}
+        with contextlib.suppress(ApiError):
+            client.patch(
+                "Pod", name, body, namespace=namespace, patch_type="strategic", subresource="status"
+            )
+        st.terminal = True
+        self._release(sn, st)
+        log.info("%s: %s completed", sn.name, st.key)
+
+
+# ---------------------------------------------------------------------- the program
+
+
+def nodes_of(scenario: str | Path) -> list[Node]:
+    """The Nodes a scenario file describes (NodePools expanded, Node manifests)."""
+    from ...model.scenario import load_scenario
+
+    return list(load_scenario(scenario).nodes)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m gpu_lab.backends.local.nodeagent",
+        description="Play the kubelet of a scenario's simulated GPU nodes against a real API "
+        "server: Nodes kept Ready, one fake NVIDIA device plugin per GPU node, bound pods "
+        "admitted, given devices and run. Runs until SIGTERM.",
+    )
+    p.add_argument("--kubeconfig", required=True, help="admin kubeconfig of the cluster")
+    p.add_argument("--scenario", required=True, help="scenario YAML with NodePools and/or Nodes")
+    p.add_argument("--work-dir", required=True, help="plugin sockets, configs and logs go here")
+    p.add_argument("--lease-seconds", type=int, default=40, help="Lease duration (default 40)")
+    p.add_argument(
+        "--heartbeat", type=float, default=10.0, help="Lease renewal period (default 10 s)"
+    )
+    p.add_argument("-q", "--quiet", action="store_true", help="log warnings only")
+    return p
+
+
+def main(argv: Iterable[str] | None = None) -> int:
+    args = build_parser().parse_args(None if argv is None else list(argv))
+    logging.basicConfig(
+        level=logging.WARNING if args.quiet else logging.INFO,
+        stream=sys.stderr,
+        format="%(asctime)s nodeagent: %(message)s",
+    )
+    stop = threading.Event()
+    previous = {
+        sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGTERM, signal.SIGINT)
+    }
+    agent = None
+    try:
+        nodes = nodes_of(args.scenario)
+        if not nodes:
+            print(f"error: {args.scenario}: no Nodes or NodePools", file=sys.stderr)
+            return 1
+        client = KubeClient.from_kubeconfig(args.kubeconfig)
+        agent = NodeAgent(client, nodes, args.work_dir, args.lease_seconds, args.heartbeat)
+        agent.start()
+        print(
+            f"node agent: {len(nodes)} node(s) ready in {agent.started_in:.1f} s: "
+            + ", ".join(agent.nodes),
+            flush=True,
+        )
+        stop.wait()
+    except GpuLabError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    finally:
+        if agent is not None:
+            agent.stop()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return 0
+
+
+__all__ = ["NodeAgent", "NodeAgentError", "SimNode", "main", "nodes_of"]
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,287 @@
+"""What a kubelet does with a pod bound to its node, minus the containers.
+
+Pure functions used by :mod:`gpu_lab.backends.local.nodeagent`:
+
+* ``pod_requests``: the pod's effective requests (``resourcehelper.PodRequests``:
+  app containers summed, at least the largest init container, plus overhead), in
+  gpu-lab's internal units (cpu in millicores, the rest in whole units);
+* ``fit_failure``: the kubelet's admission predicate (``lifecycle.NewPredicateAdmitHandler``
+  -> ``noderesources.Fits``): pods first, then cpu, memory, ephemeral-storage, then
+  the other resources; extended resources the node does not list at all are left
+  out (``removeMissingExtendedResources``);
+* the status documents: running, completed (exit 0), rejected.
+
+The kubelet runs its device-manager admission (``Allocate`` for every container)
+*before* that predicate, so a pod short of devices fails with
+``UnexpectedAdmissionError`` ("Allocate failed due to ... which is unexpected"),
+and a pod short of cpu, memory or pods with ``OutOf<resource>``. Every rejection
+message starts with ``Pod was rejected: `` (``kubelet.rejectPod``).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from ...errors import GpuLabError
+from ...model.objects import ContainerResources, Pod, compute_pod_requests, is_extended_resource
+from ...model.parse import internal_resources
+from ...model.quantity import QuantityError
+
+#: same annotation and Go-duration syntax as the simulator (gpu_lab.backends.sim)
+DURATION_ANNOTATION = "gpulab.dev/duration"
+DEVICES_ANNOTATION = "gpulab.dev/devices"
+ENV_ANNOTATION = "gpulab.dev/env"
+REJECTED_PREFIX = "Pod was rejected: "
+UNEXPECTED_ADMISSION_ERROR = "UnexpectedAdmissionError"
+FIT_ORDER = ("pods", "cpu", "memory", "ephemeral-storage")
+
+
+def parse_duration(text: str) -> float:
+    """Go-style durations ("90s", "5m", "1h30m", "1.5h"), as the simulator reads them."""
+    parts = re.findall(r"(\d+(?:\.\d+)?)(ms|s|m|h)", str(text).strip())
+    if not parts or "".join(n + u for n, u in parts) != str(text).strip():
+        raise GpuLabError(
+            f'annotation {DURATION_ANNOTATION}: invalid duration "{text}" (use e.g. 90s, 5m, 1h30m)'
+        )
+    scale = {"ms": 0.001, "s": 1, "m": 60, "h": 3600}
+    return sum(float(n) * scale[u] for n, u in parts)
+
+
+def pod_key(pod: Mapping[str, Any]) -> str:
+    meta = pod.get("metadata") or {}
+    return f"{meta.get('namespace', 'default')}/{meta.get('name', '')}"
+
+
+def _containers(spec: Mapping[str, Any], field: str) -> list[ContainerResources]:
+    out = []
+    for c in spec.get(field) or []:
+        res = c.get("resources") or {}
+        try:
+            requests = internal_resources(res.get("requests"))
+        except (GpuLabError, QuantityError, ValueError):
+            requests = {}
+        out.append(ContainerResources(str(c.get("name") or ""), requests, {}))
+    return out
+
+
+def pod_requests(pod: Mapping[str, Any]) -> dict[str, int]:
+    """Effective requests of an API-server pod (internal units, zeros dropped)."""
+    spec = pod.get("spec") or {}
+    model = Pod(namespace="", name="")
+    model.containers = _containers(spec, "containers")
+    model.init_containers = _containers(spec, "initContainers")
+    try:
+        model.overhead = internal_resources(spec.get("overhead"))
+    except (GpuLabError, QuantityError, ValueError):
+        model.overhead = {}
+    compute_pod_requests(model)
+    return dict(model.requests)
+
+
+def device_requests(
+    pod: Mapping[str, Any], device_resources: set[str]
+) -> list[tuple[str, str, int]]:
+    """(container, resource, count) for every device-plugin resource a container asks
+    for: init containers first, then app containers, as the kubelet allocates them."""
+    spec = pod.get("spec") or {}
+    out = []
+    for field in ("initContainers", "containers"):
+        for c in _containers(spec, field):
+            for r, n in sorted(c.requests.items()):
+                if r in device_resources and n > 0:
+                    out.append((c.name, r, n))
+    return out
+
+
+def fit_failure(
+    requests: Mapping[str, int],
+    used: Mapping[str, int],
+    pods_used: int,
+    allocatable: Mapping[str, int],
+) -> tuple[str, str] | None:
+    """(reason, message) when the node cannot hold the pod, else None."""
+
+    def short(r: str, want: int, have_used: int, cap: int) -> tuple[str, str]:
+        return (
+            f"OutOf{r}",
+            f"{REJECTED_PREFIX}Node didn't have enough resource: {r}, requested: {want}, "
+            f"used: {have_used}, capacity: {cap}",
+        )
+
+    cap_pods = allocatable.get("pods", 0)
+    if pods_used + 1 > cap_pods:
+        return short("pods", 1, pods_used, cap_pods)
+    rest = sorted(r for r in requests if r not in FIT_ORDER)
+    for r in (*FIT_ORDER[1:], *rest):
+        want = requests.get(r, 0)
+        if want <= 0:
+            continue
+        if r not in allocatable and is_extended_resource(r):
+            continue  # removeMissingExtendedResources
+        cap, u = allocatable.get(r, 0), used.get(r, 0)
+        if want > cap - u:
+            return short(r, want, u, cap)
+    return None
+
+
+def admission_error_message(err: Exception) -> str:
+    """The pod message of a device-manager rejection (``DeviceAllocationError``)."""
+    text = (
+        getattr(err, "admission_message", None)
+        or f"Allocate failed due to {err}, which is unexpected"
+    )
+    return REJECTED_PREFIX + text
+
+
+# ---------------------------------------------------------------------- statuses
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _container_names(pod: Mapping[str, Any], field: str) -> list[tuple[str, str]]:
+    return [
+        (str(c.get("name", "")), str(c.get("image", "")))
+        for c in (pod.get("spec") or {}).get(field) or []
+    ]
+
+
+def container_id(uid: str, name: str) -> str:
+    return f"gpu-lab://{uid.replace('-', '')[:24]}-{name}"
+
+
+def _condition(kind: str, status: str, at: str, reason: str | None = None) -> dict[str, Any]:
+    c: dict[str, Any] = {
+        "type": kind,
+        "status": status,
+        "lastProbeTime": None,
+        "lastTransitionTime": at,
+    }
+    if reason:
+        c["reason"] = reason
+    return c
+
+
+def _init_statuses(pod: Mapping[str, Any], uid: str, started: str) -> list[dict]:
+    return [
+        {
+            "name": name,
+            "image": image,
+            "imageID": "",
+            "containerID": container_id(uid, name),
+            "ready": True,
+            "started": False,
+            "restartCount": 0,
+            "state": {
+                "terminated": {
+                    "exitCode": 0,
+                    "reason": "Completed",
+                    "startedAt": started,
+                    "finishedAt": started,
+                    "containerID": container_id(uid, name),
+                }
+            },
+        }
+        for name, image in _container_names(pod, "initContainers")
+    ]
+
+
+def running_status(
+    pod: Mapping[str, Any], host_ip: str, pod_ip: str, started: str | None = None
+) -> dict[str, Any]:
+    """``status`` of a pod whose containers all run (a strategic-merge patch body:
+    conditions merge by type, so PodScheduled stays)."""
+    uid = (pod.get("metadata") or {}).get("uid", "")
+    at = started or _now()
+    status: dict[str, Any] = {
+        "phase": "Running",
+        "conditions": [
+            _condition("PodReadyToStartContainers", "True", at),
+            _condition("Initialized", "True", at),
+            _condition("Ready", "True", at),
+            _condition("ContainersReady", "True", at),
+        ],
+        "hostIP": host_ip,
+        "hostIPs": [{"ip": host_ip}],
+        "podIP": pod_ip,
+        "podIPs": [{"ip": pod_ip}],
+        "startTime": at,
+        "containerStatuses": [
+            {
+                "name": name,
+                "image": image,
+                "imageID": "",
+                "containerID": container_id(uid, name),
+                "ready": True,
+                "started": True,
+                "restartCount": 0,
+                "state": {"running": {"startedAt": at}},
+            }
+            for name, image in _container_names(pod, "containers")
+        ],
+    }
+    inits = _init_statuses(pod, uid, at)
+    if inits:
+        status["initContainerStatuses"] = inits
+    return status
+
+
+def succeeded_status(
+    pod: Mapping[str, Any], started: str | None, finished: str | None = None
+) -> dict:
+    """``status`` of a pod whose containers all exited 0 (restartPolicy Never/OnFailure)."""
+    uid = (pod.get("metadata") or {}).get("uid", "")
+    end = finished or _now()
+    start = started or end
+    return {
+        "phase": "Succeeded",
+        "conditions": [
+            _condition("PodReadyToStartContainers", "False", end),
+            _condition("Ready", "False", end, "PodCompleted"),
+            _condition("ContainersReady", "False", end, "PodCompleted"),
+        ],
+        "containerStatuses": [
+            {
+                "name": name,
+                "image": image,
+                "imageID": "",
+                "containerID": container_id(uid, name),
+                "ready": False,
+                "started": False,
+                "restartCount": 0,
+                "state": {
+                    "terminated": {
+                        "exitCode": 0,
+                        "reason": "Completed",
+                        "startedAt": start,
+                        "finishedAt": end,
+                        "containerID": container_id(uid, name),
+                    }
+                },
+            }
+            for name, image in _container_names(pod, "containers")
+        ],
+    }
+
+
+def rejected_status(reason: str, message: str) -> dict[str, Any]:
+    """``status`` of a pod the kubelet refused to admit (``kubelet.rejectPod``)."""
+    return {"phase": "Failed", "reason": reason, "message": message}
+
+
+def parse_time(text: str | None) -> float | None:
+    """An RFC 3339 time as seconds since the epoch (None when absent or unreadable)."""
+    if not text:
+        return None
+    try:
+        return (
+            dt.datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ")
+            .replace(tzinfo=dt.timezone.utc)
+            .timestamp()
+        )
+    except ValueError:
+        return None

@@ -1,0 +1,217 @@
+"""One simulated node's kubelet-side state: its device manager, plugin process and
+Registration server, its figures and the pods it holds.
+
+A node whose pool the fake device plugin can serve (``advertised_devices`` gives
+exactly the record's devices) gets a plugin process and a ``KubeletServer`` feeding
+its ``DeviceManager``; otherwise (MIG layouts under ``single``/``mixed`` for now, plain
+Node manifests listing ``nvidia.com/*`` capacity) the manager holds fixed devices,
+as the simulator's does. Used by :mod:`gpu_lab.backends.local.nodeagent`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import logging
+import os
+import queue
+import tempfile
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from ...deviceplugin.config import DevicePluginConfig, parse_config
+from ...deviceplugin.kubelet import KubeletServer
+from ...deviceplugin.manager import DeviceManager
+from ...deviceplugin.plugin import KUBELET_SOCKET, MAX_SOCKET_PATH, advertised_devices, socket_name
+from ...errors import GpuLabError
+from ...model.objects import Node, stable_uid
+from . import nodestatus as ns
+from .pluginproc import PluginProcess
+
+log = logging.getLogger("gpu_lab.nodeagent")
+
+
+class NodeAgentError(GpuLabError):
+    """The node agent cannot start or do what it was asked (one line)."""
+
+
+@dataclass
+class PodState:
+    uid: str
+    key: str
+    requests: dict[str, int] = field(default_factory=dict)
+    admitted: bool = False  # holds resources on the node
+    terminal: bool = False
+    deleting: bool = False
+    started: str | None = None
+
+
+class SimNode:
+    """One simulated node: its record, device manager, plugin and pods (the pods are
+    touched only by the node's worker thread)."""
+
+    def __init__(self, node: Node, index: int, work_dir: Path, grace_period: float):
+        self.node, self.name, self.index = node, node.name, index
+        self.ip = ns.node_ip(index)
+        self.dir = work_dir / node.name
+        self.plugin_dir = self.dir / "device-plugins"
+        self.plugin_dir_note = ""
+        self.config: DevicePluginConfig = parse_config(None)
+        self.kubelet: KubeletServer | None = None
+        self.plugin: PluginProcess | None = None
+        self.plugin_resources: set[str] = set()
+        self.static_reason = ""
+        self.manager = self._plan(grace_period)
+        self.pods: dict[str, PodState] = {}
+        self.queue: queue.Queue = queue.Queue()
+        self.uid: str | None = None
+        self.boot_id = str(uuid.uuid4())
+        self.ready_since = ns.rfc3339()
+        self.last_status: dict | None = None
+        self.last_beat = self.last_lease = 0.0
+        self._ips = itertools.count()
+
+    # ------------------------------------------------------------------ devices
+    def _plan(self, grace_period: float) -> DeviceManager:
+        """A device plugin process when the fake plugin advertises exactly the record's
+        devices; else fixed devices (or none)."""
+        node = self.node
+        spec = node.raw.get("nodePool") or {}
+        gpu = spec.get("gpu") or {}
+        if node.pool and gpu.get("model") and gpu.get("count"):
+            where = f'NodePool "{node.pool}": spec.devicePlugin'
+            self.config = parse_config(spec.get("devicePlugin"), where)
+            try:
+                offered = advertised_devices(gpu["model"], gpu["count"], self.config, node.name)
+            except GpuLabError as err:
+                offered, why = None, str(err)
+            else:
+                why = f"the fake plugin would advertise {_counts(offered)}, not {_counts(node.devices)}"
+            if offered is not None and offered == node.devices:
+                self.plugin_resources = set(offered)
+                return DeviceManager(grace_period=grace_period)
+            self.static_reason = why
+            log.warning("%s: no device-plugin process (%s); fixed devices instead", node.name, why)
+        return DeviceManager(_fixed_devices(node), grace_period=grace_period)
+
+    @property
+    def has_plugin(self) -> bool:
+        return bool(self.plugin_resources)
+
+    def _too_long(self, plugin_dir: Path) -> Path | None:
+        names = [KUBELET_SOCKET] + [socket_name(r) for r in self.plugin_resources]
+        for n in names:
+            path = plugin_dir.absolute() / n
+            if len(str(path).encode()) > MAX_SOCKET_PATH:
+                return path
+        return None
+
+    def check_socket_paths(self) -> None:
+        """Unix socket paths are limited to 107 bytes: a work dir too deep for them gets
+        its sockets in a short folder of the temporary directory instead (logged)."""
+        if self._too_long(self.plugin_dir) is None:
+            return
+        digest = hashlib.sha1(str(self.plugin_dir.absolute()).encode()).hexdigest()[:12]
+        short = Path(tempfile.gettempdir()) / f"gpu-lab-{os.getuid()}" / digest
+        if self._too_long(short) is not None:
+            path = self._too_long(self.plugin_dir)
+            raise NodeAgentError(
+                f"work dir too deep for unix sockets ({len(str(path).encode())} > "
+                f"{MAX_SOCKET_PATH} bytes): {path}; use a shorter --work-dir"
+            )
+        self.plugin_dir_note = f"{self.plugin_dir} is too deep for unix sockets"
+        log.info("%s: %s; device-plugin sockets in %s", self.name, self.plugin_dir_note, short)
+        self.plugin_dir = short
+
+    def start_devices(self) -> None:
+        if not self.has_plugin:
+            return
+        self.check_socket_paths()
+        self.dir.mkdir(parents=True, exist_ok=True)
+        config_path = None
+        raw = (self.node.raw.get("nodePool") or {}).get("devicePlugin")
+        if raw:
+            config_path = self.dir / "device-plugin.yaml"
+            config_path.write_text(yaml.safe_dump(raw, sort_keys=False))
+        gpu = self.node.raw["nodePool"]["gpu"]
+        self.kubelet = KubeletServer(self.plugin_dir, self.manager).start()
+        self.plugin = PluginProcess(
+            self.name,
+            str(gpu["model"]),
+            int(gpu["count"]),
+            self.plugin_dir,
+            self.dir / "device-plugin.log",
+            config_path,
+        )
+        self.plugin.start()
+
+    def plugin_serving(self, since: float = 0.0) -> bool:
+        """Every plugin resource registered (after ``since``) and reported healthy devices."""
+        m = self.manager
+        for r in self.plugin_resources:
+            ep = m.endpoint(r)
+            if ep is None or ep.stopped or ep.registered_at < since:
+                return False
+            if not any(m.health(r).values()):
+                return False
+        return True
+
+    def stop_devices(self) -> None:
+        if self.plugin is not None:
+            self.plugin.stop()
+        if self.kubelet is not None:
+            self.kubelet.stop()
+
+    # ------------------------------------------------------------------ figures
+    def published(self) -> tuple[dict[str, int], dict[str, int]]:
+        """(capacity, allocatable) as the Node shows them."""
+        return ns.resources(self.node, self.manager.capacity(), self.manager.allocatable())
+
+    def held(self) -> dict[str, int]:
+        """Resource -> devices held by this node's pods."""
+        out: dict[str, int] = {}
+        for per_pod in list(self.manager.held.values()):
+            for per in list(per_pod.values()):
+                for r, ids in list(per.items()):
+                    out[r] = out.get(r, 0) + len(ids)
+        return out
+
+    def admission_allocatable(self) -> dict[str, int]:
+        """Allocatable for the kubelet's fit predicate: device resources at least what is
+        allocated (``sanitizeNodeAllocatable``)."""
+        _, alloc = self.published()
+        for r, n in self.held().items():
+            alloc[r] = max(alloc.get(r, 0), n)
+        return alloc
+
+    def used(self) -> tuple[dict[str, int], int]:
+        total: dict[str, int] = {}
+        count = 0
+        for st in self.pods.values():
+            if st.admitted:
+                count += 1
+                for r, v in st.requests.items():
+                    total[r] = total.get(r, 0) + v
+        return total, count
+
+    def next_pod_ip(self) -> str:
+        n = next(self._ips) % 253 + 2
+        return f"10.{244 + self.index // 256}.{self.index % 256}.{n}"
+
+
+def _counts(devices: dict[str, list[str]]) -> str:
+    return ", ".join(f"{r}={len(ids)}" for r, ids in sorted(devices.items())) or "nothing"
+
+
+def _fixed_devices(node: Node) -> dict[str, list[str]]:
+    """The record's device IDs; made-up stable ones for ``nvidia.com/*`` capacity a
+    plain Node manifest lists (the simulator's rule)."""
+    devices = {r: list(ids) for r, ids in node.devices.items()}
+    for r, count in node.capacity.items():
+        if r.startswith("nvidia.com/") and r not in devices:
+            prefix = "MIG" if r.startswith("nvidia.com/mig-") else "GPU"
+            devices[r] = [f"{prefix}-{stable_uid(node.name, r, str(i))}" for i in range(count)]
+    return devices
