@@ -12,7 +12,7 @@ def test_all_is_the_public_surface():
     assert set(gpu_lab.__all__) == EXPECTED
     public = {n for n in vars(gpu_lab) if not n.startswith("_")} - {"annotations"}
     # subpackages are importable but private; everything else public must be in __all__
-    modules = {"backends", "errors", "model", "sim", "gpus", "deviceplugin", "bench", "cli"}
+    modules = {"backends", "errors", "model", "sim", "gpus", "deviceplugin", "bench", "cli", "probe", "fidelity"}
     assert public - modules <= EXPECTED
 
 
@@ -90,6 +90,27 @@ spec:
     assert lab.clock == 1200
 
 
+def test_kubelet_rejects_cpu_it_cannot_hold():
+    lab = gpu_lab.connect("sim")
+    lab.apply("""
+apiVersion: v1
+kind: Node
+metadata: {name: small}
+status: {capacity: {cpu: "2", memory: 8Gi, pods: "110"}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: pinned}
+spec:
+  nodeName: small
+  containers: [{name: c, image: x, resources: {requests: {cpu: "4"}}}]
+""")
+    row = lab.pods().iloc[0]
+    assert row["phase"] == "Failed" and row["reason"] == "OutOfcpu"
+    assert row["message"] == ("Pod was rejected: Node didn't have enough resource: cpu, requested: 4000, "
+                              "used: 0, capacity: 2000")
+
+
 def test_kubelet_admission_rejects_what_the_node_cannot_hold():
     # With NodeResourcesFit's filter disabled the scheduler binds blindly; the
     # kubelet's admission check then fails the pod, as on a real node.
@@ -117,9 +138,11 @@ spec: {containers: [{name: c, image: x, resources: {limits: {nvidia.com/gpu: 1}}
 """)
     pods = lab.schedule().set_index("name")
     assert pods.loc["a", "phase"] == "Running"
-    assert pods.loc["b", "phase"] == "Failed" and pods.loc["b", "reason"] == "OutOfnvidia.com/gpu"
-    assert pods.loc["b", "message"] == ("Pod was rejected: Node didn't have enough resource: nvidia.com/gpu, "
-                                        "requested: 1, used: 1, capacity: 1")
+    # the kubelet's device manager allocates first: no free GPU is an UnexpectedAdmissionError
+    assert pods.loc["b", "phase"] == "Failed" and pods.loc["b", "reason"] == "UnexpectedAdmissionError"
+    assert pods.loc["b", "message"] == (
+        "Pod was rejected: Allocate failed due to requested number of devices unavailable for nvidia.com/gpu. "
+        "Requested: 1, Available: 0, which is unexpected")
     assert (lab.snapshot.requested <= lab.snapshot.allocatable).all()
 
 

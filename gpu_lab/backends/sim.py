@@ -9,17 +9,22 @@ clock, which frees their resources for whoever waits.
 from __future__ import annotations
 
 import heapq
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
 
+from ..deviceplugin.admission import (
+    UNEXPECTED_ADMISSION_ERROR,
+    admission_error_message,
+    fit_failure,
+)
 from ..deviceplugin.config import DevicePluginConfig, allocation_problem, parse_config
 from ..deviceplugin.manager import DeviceAllocationError, DeviceManager
 from ..errors import GpuLabError
 from ..gpus.labels import gpu_uuids
 from ..gpus.reconfigure import reconfigure
+from ..model.duration import DURATION_ANNOTATION, parse_duration
 from ..model.nodepool import MIG_CONFIG_LABEL
 from ..model.objects import Node, Pod
 from ..model.scenario import load_documents, parse_scenario
@@ -30,20 +35,10 @@ from ..sim.snapshot import Snapshot
 from .base import Session, Source
 from .tables import NodeRow, PodRow, document, nodes_frame, pods_frame
 
-DURATION_ANNOTATION = "gpulab.dev/duration"
 # Events that can make a pod that failed on these plugins fit: another pod
 # landing (affinity, spread) as opposed to one leaving (everything).
 _POD_ADDED_HELPS = {"InterPodAffinity", "PodTopologySpread"}
 PREEMPTED_MESSAGE = "{}: preempting to accommodate a higher priority pod"
-
-
-def parse_duration(text: str) -> float:
-    """Go-style durations: "90s", "5m", "1h30m", "1.5h"."""
-    parts = re.findall(r"(\d+(?:\.\d+)?)(ms|s|m|h)", str(text).strip())
-    if not parts or "".join(n + u for n, u in parts) != str(text).strip():
-        raise GpuLabError(f'annotation {DURATION_ANNOTATION}: invalid duration "{text}" (use e.g. 90s, 5m, 1h30m)')
-    scale = {"ms": 0.001, "s": 1, "m": 60, "h": 3600}
-    return sum(float(n) * scale[u] for n, u in parts)
 
 
 def _advertised_devices(node: Node) -> dict[str, list[str]]:
@@ -150,19 +145,9 @@ class SimSession(Session):
             return
         self._bind(rec, rec.pod.node_name)
 
-    def _kubelet_rejects(self, rec: PodRecord, node: str) -> bool:
-        """The kubelet's admission: a pod the node cannot hold fails (``OutOf<resource>``)."""
-        snap, pod = self.snapshot, rec.pod
-        i = snap.index[node]
-        for r, v in sorted(pod.requests.items()):
-            col = snap.resource_column(r)
-            used, cap = int(snap.requested[i, col]), int(snap.allocatable[i, col])
-            if v > cap - used:
-                rec.node, rec.phase, rec.reason = node, "Failed", f"OutOf{r}"
-                rec.message = (f"Pod was rejected: Node didn't have enough resource: {r}, "
-                               f"requested: {v}, used: {used}, capacity: {cap}")
-                return True
-        return False
+    def _reject(self, rec: PodRecord, node: str, reason: str, message: str) -> None:
+        rec.node, rec.phase, rec.reason, rec.message = node, "Failed", reason, message
+        self.scheduler.forget_nomination(rec.pod)
 
     # ---------------------------------------------------------- schedule
     def _pending(self) -> list[PodRecord]:
@@ -224,10 +209,9 @@ class SimSession(Session):
                     waiting_on_pods.append(rec)
 
     def _bind(self, rec: PodRecord, node: str) -> None:
-        if self._kubelet_rejects(rec, node):
-            self.scheduler.forget_nomination(rec.pod)
-            return
-        i = self.snapshot.index[node]
+        """The kubelet's admission, in its order: devices first, then the resource check."""
+        snap = self.snapshot
+        i = snap.index[node]
         pod = rec.pod
         dm = self.devices[node]
         try:
@@ -244,8 +228,13 @@ class SimSession(Session):
                                 f"invalid request: {problem}")
         except DeviceAllocationError as err:
             dm.release(pod.key)
-            self.scheduler.forget_nomination(pod)
-            rec.node, rec.phase, rec.reason, rec.message = node, "Failed", err.reason, err.admission_message
+            self._reject(rec, node, UNEXPECTED_ADMISSION_ERROR, admission_error_message(err))
+            return
+        used = {r: int(snap.requested[i, snap.rindex[r]]) for r in snap.resources}
+        failure = fit_failure(pod.requests, used, used.get("pods", 0), self._nodes[node].allocatable)
+        if failure:
+            dm.release(pod.key)
+            self._reject(rec, node, *failure)
             return
         self.snapshot.add_pod(pod, i)
         self.scheduler.forget_nomination(pod)

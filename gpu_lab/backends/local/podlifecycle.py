@@ -21,33 +21,25 @@ message starts with ``Pod was rejected: `` (``kubelet.rejectPod``).
 from __future__ import annotations
 
 import datetime as dt
-import re
 from collections.abc import Mapping
 from typing import Any
 
+from ...deviceplugin.admission import (  # noqa: F401  (re-exported for the agent)
+    FIT_ORDER,
+    REJECTED_PREFIX,
+    UNEXPECTED_ADMISSION_ERROR,
+    admission_error_message,
+    fit_failure,
+)
 from ...errors import GpuLabError
-from ...model.objects import ContainerResources, Pod, compute_pod_requests, is_extended_resource
+from ...model.duration import DURATION_ANNOTATION, parse_duration  # noqa: F401
+from ...model.objects import ContainerResources, Pod, compute_pod_requests
 from ...model.parse import internal_resources
 from ...model.quantity import QuantityError
 
 #: same annotation and Go-duration syntax as the simulator (gpu_lab.backends.sim)
-DURATION_ANNOTATION = "gpulab.dev/duration"
 DEVICES_ANNOTATION = "gpulab.dev/devices"
 ENV_ANNOTATION = "gpulab.dev/env"
-REJECTED_PREFIX = "Pod was rejected: "
-UNEXPECTED_ADMISSION_ERROR = "UnexpectedAdmissionError"
-FIT_ORDER = ("pods", "cpu", "memory", "ephemeral-storage")
-
-
-def parse_duration(text: str) -> float:
-    """Go-style durations ("90s", "5m", "1h30m", "1.5h"), as the simulator reads them."""
-    parts = re.findall(r"(\d+(?:\.\d+)?)(ms|s|m|h)", str(text).strip())
-    if not parts or "".join(n + u for n, u in parts) != str(text).strip():
-        raise GpuLabError(
-            f'annotation {DURATION_ANNOTATION}: invalid duration "{text}" (use e.g. 90s, 5m, 1h30m)'
-        )
-    scale = {"ms": 0.001, "s": 1, "m": 60, "h": 3600}
-    return sum(float(n) * scale[u] for n, u in parts)
 
 
 def pod_key(pod: Mapping[str, Any]) -> str:
@@ -94,46 +86,6 @@ def device_requests(
                 if r in device_resources and n > 0:
                     out.append((c.name, r, n))
     return out
-
-
-def fit_failure(
-    requests: Mapping[str, int],
-    used: Mapping[str, int],
-    pods_used: int,
-    allocatable: Mapping[str, int],
-) -> tuple[str, str] | None:
-    """(reason, message) when the node cannot hold the pod, else None."""
-
-    def short(r: str, want: int, have_used: int, cap: int) -> tuple[str, str]:
-        return (
-            f"OutOf{r}",
-            f"{REJECTED_PREFIX}Node didn't have enough resource: {r}, requested: {want}, "
-            f"used: {have_used}, capacity: {cap}",
-        )
-
-    cap_pods = allocatable.get("pods", 0)
-    if pods_used + 1 > cap_pods:
-        return short("pods", 1, pods_used, cap_pods)
-    rest = sorted(r for r in requests if r not in FIT_ORDER)
-    for r in (*FIT_ORDER[1:], *rest):
-        want = requests.get(r, 0)
-        if want <= 0:
-            continue
-        if r not in allocatable and is_extended_resource(r):
-            continue  # removeMissingExtendedResources
-        cap, u = allocatable.get(r, 0), used.get(r, 0)
-        if want > cap - u:
-            return short(r, want, u, cap)
-    return None
-
-
-def admission_error_message(err: Exception) -> str:
-    """The pod message of a device-manager rejection (``DeviceAllocationError``)."""
-    text = (
-        getattr(err, "admission_message", None)
-        or f"Allocate failed due to {err}, which is unexpected"
-    )
-    return REJECTED_PREFIX + text
 
 
 # ---------------------------------------------------------------------- statuses

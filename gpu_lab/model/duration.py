@@ -1,0 +1,20 @@
+"""Go-style durations in gpu-lab annotations (``gpulab.dev/duration: 1h30m``)."""
+
+from __future__ import annotations
+
+import re
+
+from ..errors import GpuLabError
+
+DURATION_ANNOTATION = "gpulab.dev/duration"
+
+
+def parse_duration(text: str) -> float:
+    """Go-style durations ("90s", "5m", "1h30m", "1.5h"), as the simulator reads them."""
+    parts = re.findall(r"(\d+(?:\.\d+)?)(ms|s|m|h)", str(text).strip())
+    if not parts or "".join(n + u for n, u in parts) != str(text).strip():
+        raise GpuLabError(
+            f'annotation {DURATION_ANNOTATION}: invalid duration "{text}" (use e.g. 90s, 5m, 1h30m)'
+        )
+    scale = {"ms": 0.001, "s": 1, "m": 60, "h": 3600}
+    return sum(float(n) * scale[u] for n, u in parts)
