@@ -14,7 +14,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import signal
+import subprocess
 import sys
+import time
+from pathlib import Path
 
 from gpu_lab.errors import GpuLabError
 
@@ -39,6 +44,64 @@ def _kind(args):
     return KindCluster(name=args.name if args.name != "default" else "gpu-lab")
 
 
+AGENT = "nodeagent"
+
+
+def _agent_pid(lab: LocalCluster) -> int | None:
+    """The node agent's pid if it is alive and really ours (cmdline names this lab)."""
+    path = lab.pids_dir / f"{AGENT}.pid"
+    try:
+        pid = int(path.read_text())
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+    except (OSError, ValueError):
+        return None
+    return pid if "nodeagent" in cmdline and str(lab.dir) in cmdline else None
+
+
+def stop_agent(lab: LocalCluster) -> bool:
+    """SIGTERM the lab's node agent (its plugin processes exit with it); True if one ran."""
+    pid = _agent_pid(lab)
+    if pid is None:
+        return False
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and _agent_pid(lab) == pid:
+        time.sleep(0.1)
+    if _agent_pid(lab) == pid:
+        os.kill(pid, signal.SIGKILL)
+    (lab.pids_dir / f"{AGENT}.pid").unlink(missing_ok=True)
+    return True
+
+
+def start_agent(lab: LocalCluster, scenario: str, progress=_progress, timeout: float = 60) -> None:
+    """Run the node agent for a scenario's nodes as a process that outlives this command,
+    then create the scenario's other objects through the API server."""
+    from ...model.scenario import load_documents
+
+    stop_agent(lab)
+    log = lab.logs_dir / f"{AGENT}.log"
+    lab.pids_dir.mkdir(parents=True, exist_ok=True)
+    with open(log, "w") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "gpu_lab.backends.local.nodeagent", "--kubeconfig", str(lab.kubeconfig()),
+             "--scenario", str(Path(scenario).absolute()), "--work-dir", str(lab.dir / "nodes")],
+            stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    (lab.pids_dir / f"{AGENT}.pid").write_text(str(proc.pid))
+    deadline = time.monotonic() + timeout
+    while "node(s) ready" not in log.read_text():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            tail = log.read_text().strip().splitlines()[-1:] or ["no output"]
+            raise GpuLabError(f"node agent did not start: {tail[0]} (log: {log})")
+        time.sleep(0.2)
+    progress(log.read_text().strip().splitlines()[-1])
+    others = [d for d in load_documents(scenario) if d.get("kind") not in ("Node", "NodePool")]
+    if others:
+        from .session import LocalSession
+
+        LocalSession(lab.name, lab.dir.parent.parent).apply(others)
+        progress(f"applied {len(others)} object(s) from {scenario}")
+
+
 def cmd_up(args) -> int:
     if getattr(args, "backend", "local") == "kind":
         if not args.scenario:
@@ -48,6 +111,8 @@ def cmd_up(args) -> int:
     lab = _lab(args)
     try:
         lab.up(progress=None if args.quiet else _progress, timeout=args.timeout)
+        if args.scenario:
+            start_agent(lab, args.scenario, progress=(lambda _m: None) if args.quiet else _progress)
     except KeyboardInterrupt:
         print(
             f"interrupted; what already started keeps running (`gpu-lab down --name {lab.name}`)",
@@ -61,7 +126,10 @@ def cmd_down(args) -> int:
     if getattr(args, "backend", "local") == "kind":
         _kind(args).down(progress=_progress, purge=args.purge)
         return 0
-    _lab(args).down(progress=_progress, purge=args.purge)
+    lab = _lab(args)
+    if stop_agent(lab):
+        _progress("node agent stopped")
+    lab.down(progress=_progress, purge=args.purge)
     return 0
 
 
@@ -125,7 +193,7 @@ def build_parser(prog: str = "gpu-lab") -> argparse.ArgumentParser:
 
     up = named(sub.add_parser("up", help="start the local control plane (or repair it)"))
     up.add_argument("--backend", default="local", choices=BACKENDS, help="local (default) or kind (needs Docker)")
-    up.add_argument("--scenario", help="kind: the scenario whose nodes to create")
+    up.add_argument("--scenario", help="nodes (NodePools) to simulate and objects to create")
     up.add_argument("--timeout", type=float, default=120.0, help="seconds to wait (default 120)")
     up.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
     up.set_defaults(func=cmd_up)
