@@ -17,9 +17,17 @@ def _session(args):
     from . import connect
 
     lab = connect(args.backend, seed=args.seed, deterministic=args.deterministic)
+    if args.backend == "local":
+        lab.reset()  # a run starts from an empty lab, like the simulator
     lab.apply(args.scenario)
     lab.schedule()
     return lab
+
+
+def _finish(lab) -> None:
+    if getattr(lab, "backend", "") == "local":
+        lab.reset()  # the node agent lives in this process: leave the lab empty, not stale
+        lab.close()
 
 
 def _table(df, columns) -> str:
@@ -30,6 +38,13 @@ def _table(df, columns) -> str:
 
 def cmd_run(args) -> int:
     lab = _session(args)
+    try:
+        return _print_run(lab, args)
+    finally:
+        _finish(lab)
+
+
+def _print_run(lab, args) -> int:
     if args.json:
         print(json.dumps(lab.to_dict(), indent=2, default=str))
         return 0
@@ -46,11 +61,11 @@ def cmd_run(args) -> int:
 
 def cmd_explain(args) -> int:
     lab = _session(args)
-    exp = lab.explain(args.pod)
-    if args.json:
-        print(json.dumps(exp.to_dict(), indent=2, default=str))
-    else:
-        print(exp)
+    try:
+        exp = lab.explain(args.pod)
+        print(json.dumps(exp.to_dict(), indent=2, default=str) if args.json else exp)
+    finally:
+        _finish(lab)
     return 0
 
 
