@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from realcluster import require_controlplane
 
 from gpu_lab.backends.kind import KindCluster, KindError
 from gpu_lab.backends.kind import commands as cmd
@@ -666,18 +667,7 @@ def test_device_plugin_entrypoint_needs_neither_numpy_nor_pandas():
 
 
 def _binaries_or_skip() -> None:
-    from gpu_lab.backends.local.build import DEFAULT_VERSION, find_binaries
-
-    if find_binaries(DEFAULT_VERSION) is None:
-        msg = (
-            f"control plane binaries for Kubernetes {DEFAULT_VERSION} not found "
-            "(run `gpu-lab controlplane build`, see controlplane/README.md)"
-        )
-        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
-            pytest.fail(f"{msg}; CI=true, so the local control plane tests must run")
-        pytest.skip(msg)
-    if not LINUX:
-        pytest.skip("the local control plane runs on Linux")
+    require_controlplane("the local control plane tests")
 
 
 @pytest.fixture(scope="module")

@@ -14,12 +14,12 @@ cluster.
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 import uuid
 
 import pytest
+from realcluster import require_controlplane
 
 from gpu_lab.backends.kubeconfig import MANAGED_LABEL, OWNED_LABEL
 from gpu_lab.backends.kubeconfig.inventory import inventory, mig_summary, read_inventory
@@ -30,7 +30,7 @@ from gpu_lab.backends.kubeconfig.session import (
     NodeChangeRefused,
     check_node_change,
 )
-from gpu_lab.backends.local.build import DEFAULT_VERSION, find_binaries
+from gpu_lab.backends.local.build import DEFAULT_VERSION
 from gpu_lab.backends.local.client import NotFound
 from gpu_lab.backends.local.nodestatus import conditions, lease_object, micro_time, rfc3339
 from gpu_lab.errors import GpuLabError
@@ -38,16 +38,7 @@ from gpu_lab.errors import GpuLabError
 LINUX = sys.platform.startswith("linux")
 
 
-def _controlplane_mark():
-    """``pytest.mark.controlplane`` once pyproject registers it; until then (with
-    ``--strict-markers``) a mark that does nothing, so the file still runs."""
-    try:
-        return pytest.mark.controlplane
-    except pytest.fail.Exception:
-        return pytest.mark.skipif(False, reason="controlplane marker not registered yet")
-
-
-controlplane = _controlplane_mark()
+controlplane = pytest.mark.controlplane
 
 
 # =========================================================================== the rule alone
@@ -110,16 +101,7 @@ def test_system_namespaces_are_refused_before_any_request():
 
 
 def _binaries_or_skip() -> None:
-    if find_binaries(DEFAULT_VERSION) is None:
-        msg = (
-            f"control plane binaries for Kubernetes {DEFAULT_VERSION} not found "
-            "(run `gpu-lab controlplane build`, see controlplane/README.md)"
-        )
-        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
-            pytest.fail(f"{msg}; CI=true, so the local control plane tests must run")
-        pytest.skip(msg)
-    if not LINUX:
-        pytest.skip("the local control plane tests use /proc (Linux)")
+    require_controlplane("the local control plane tests")
 
 
 H100_LABELS = {

@@ -24,13 +24,14 @@ import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+from realcluster import require_controlplane
 
 from gpu_lab.backends.local import certs
 from gpu_lab.backends.local import cluster as cl
 from gpu_lab.backends.local import kubeconfig as kc
 from gpu_lab.backends.local import ports as portlib
 from gpu_lab.backends.local import processes as procs
-from gpu_lab.backends.local.build import DEFAULT_VERSION, find_binaries
+from gpu_lab.backends.local.build import DEFAULT_VERSION
 from gpu_lab.backends.local.cli import main as cli_main
 from gpu_lab.backends.local.client import ApiError, KubeClient, NotFound
 
@@ -38,16 +39,7 @@ REPO = Path(__file__).resolve().parents[2]
 LINUX = sys.platform.startswith("linux")
 
 
-def _controlplane_mark():
-    """``pytest.mark.controlplane`` once pyproject registers it; until then (with
-    ``--strict-markers``) a mark that does nothing, so the file still runs."""
-    try:
-        return pytest.mark.controlplane
-    except pytest.fail.Exception:
-        return pytest.mark.skipif(False, reason="controlplane marker not registered yet")
-
-
-controlplane = _controlplane_mark()
+controlplane = pytest.mark.controlplane
 
 
 def _load_cert(path: Path) -> x509.Certificate:
@@ -287,18 +279,7 @@ def test_cli_on_a_lab_that_never_ran(tmp_path, monkeypatch, capsys):
 
 
 def _binaries_or_skip() -> dict:
-    found = find_binaries(DEFAULT_VERSION)
-    if found is None:
-        msg = (
-            f"control plane binaries for Kubernetes {DEFAULT_VERSION} not found "
-            "(run `gpu-lab controlplane build`, see controlplane/README.md)"
-        )
-        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
-            pytest.fail(f"{msg}; CI=true, so the local control plane tests must run")
-        pytest.skip(msg)
-    if not LINUX:
-        pytest.skip("the local control plane tests use /proc (Linux)")
-    return found
+    return require_controlplane("the local control plane tests")
 
 
 @pytest.fixture(scope="module")

@@ -21,10 +21,10 @@ import time
 from pathlib import Path
 
 import pytest
+from realcluster import require_controlplane
 
 from gpu_lab.backends.local import nodestatus as ns
 from gpu_lab.backends.local import podlifecycle as pl
-from gpu_lab.backends.local.build import DEFAULT_VERSION, find_binaries
 from gpu_lab.backends.local.client import AlreadyExists
 from gpu_lab.backends.local.nodeagent import NodeAgent, SimNode, nodes_of
 from gpu_lab.deviceplugin.manager import DeviceAllocationError
@@ -193,16 +193,7 @@ def test_a_work_dir_too_deep_for_unix_sockets_moves_them_to_a_short_folder(tmp_p
 
 
 def _binaries_or_skip() -> None:
-    if find_binaries(DEFAULT_VERSION) is None:
-        msg = (
-            f"control plane binaries for Kubernetes {DEFAULT_VERSION} not found "
-            "(run `gpu-lab controlplane build`, see controlplane/README.md)"
-        )
-        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
-            pytest.fail(f"{msg}; CI=true, so the node agent tests must run")
-        pytest.skip(msg)
-    if not LINUX:
-        pytest.skip("the local control plane runs on Linux")
+    require_controlplane("the node agent tests")
 
 
 @pytest.fixture(scope="module")

@@ -9,8 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from gpu_lab.backends.local.build import find_binaries
+from realcluster import require_controlplane
 
 SCENARIO = Path(__file__).parents[2] / "lessons" / "scenarios" / "first_cluster.yaml"
 
@@ -22,10 +21,7 @@ def _gpu_lab(env, *args):
 
 @pytest.mark.controlplane
 def test_up_with_a_scenario_then_down(tmp_path):
-    if not find_binaries("v1.37.2"):
-        if os.environ.get("CI") == "true":
-            pytest.fail("control-plane binaries missing: run `gpu-lab controlplane build`")
-        pytest.skip("control-plane binaries not built")
+    require_controlplane("the real-cluster tests")
     env = {**os.environ, "GPU_LAB_HOME": str(tmp_path)}
     up = _gpu_lab(env, "up", "--name", "t", "--scenario", str(SCENARIO))
     try:

@@ -7,10 +7,10 @@ listed in known_differences.yaml with the reason.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
+from realcluster import require_controlplane
 
 import gpu_lab
 from gpu_lab.fidelity import Case, differences, known_differences, run_case
@@ -39,12 +39,7 @@ def test_known_differences_name_real_scenarios_and_say_why():
 
 @pytest.fixture(scope="module")
 def local_session(tmp_path_factory):
-    from gpu_lab.backends.local.build import find_binaries
-
-    if not find_binaries("v1.37.2"):
-        if os.environ.get("CI") == "true":
-            pytest.fail("control-plane binaries missing: run `gpu-lab controlplane build`")
-        pytest.skip("control-plane binaries not built (gpu-lab controlplane build)")
+    require_controlplane("the real-cluster tests")
     session = gpu_lab.connect("local", name="fidelity", root=tmp_path_factory.mktemp("lab"), timeout=90)
     yield session
     session.close()

@@ -43,6 +43,7 @@ from ..base import Session, Source
 from ..local.client import ApiError, KubeClient, NotFound
 from ..local.session import pod_row
 from ..tables import NodeRow, PodRow, document, nodes_frame, pods_frame
+from ..waiting import wait_settled
 from . import MANAGED_LABEL, OWNED_LABEL
 from .inventory import Inventory, node_row, read_inventory, requested_by_node
 
@@ -339,20 +340,8 @@ class KubeconfigSession(Session):
     def schedule(self) -> pd.DataFrame:
         """Wait until the real scheduler has placed (or given up on) every pod of gpu-lab's
         namespace and the answer held for ``settle`` seconds; then ``pods()``."""
-        stable_since = None
-        deadline = time.monotonic() + self.timeout
-        while time.monotonic() < deadline:
-            if self._settled():
-                stable_since = stable_since or time.monotonic()
-                if time.monotonic() - stable_since >= self.settle:
-                    return self.pods()
-            else:
-                stable_since = None
-            time.sleep(0.2)
-        raise GpuLabError(
-            f"timed out after {self.timeout:.0f} s waiting for the scheduler to "
-            f'settle the pods of namespace "{self.namespace}"'
-        )
+        wait_settled(self._settled, self.timeout, self.settle, f'the scheduler to settle the pods of namespace "{self.namespace}"')
+        return self.pods()
 
     # ----------------------------------------------------------- reading
     def _pod_rows(self) -> list[PodRow]:

@@ -26,6 +26,7 @@ from ...model.scenario import load_documents, parse_scenario
 from ...sim.explain import Explanation
 from ..base import Session, Source
 from ..tables import NodeRow, PodRow, document, nodes_frame, pods_frame
+from ..waiting import wait_settled
 from .client import ApiError
 from .cluster import SCHEDULER, LocalCluster
 
@@ -218,19 +219,8 @@ class LocalSession(Session):
 
     def schedule(self) -> pd.DataFrame:
         """Wait until the real scheduler has placed (or given up on) every pod, then read back."""
-        stable_since = None
-        deadline = time.monotonic() + self.timeout
-        while time.monotonic() < deadline:
-            if self._settled():
-                stable_since = stable_since or time.monotonic()
-                if time.monotonic() - stable_since >= self.settle:
-                    return self.pods()
-            else:
-                stable_since = None
-            time.sleep(0.2)
-        raise GpuLabError(
-            f"timed out after {self.timeout:.0f} s waiting for the scheduler to settle"
-        )
+        wait_settled(self._settled, self.timeout, self.settle, "the scheduler to settle")
+        return self.pods()
 
     # ----------------------------------------------------------- reading
     def _pod_rows(self) -> list[PodRow]:
