@@ -5,6 +5,13 @@ last cycle stopped, until ``numFeasibleNodesToFind`` feasible nodes are found
 -> PostFilter (preemption) when none fit -> PreScore/Score/NormalizeScore,
 weighted sum -> highest total wins, ties broken at random (seeded) or, in
 deterministic mode, by the lowest node name.
+
+Two v1.37 details are modelled approximately, and the README says so: without
+extenders the real scheduler breaks ties by heap order over the nodes in the order
+its parallel filter found them (its Randomizer stays 0), which we treat as random;
+and OpportunisticBatching (node hints for consecutive pods with the same signature)
+is not modelled: it is inactive under the default profile (system-default topology
+spreading makes pods unsignable) but active under ``defaultingType: List`` profiles.
 """
 
 from __future__ import annotations
