@@ -129,6 +129,7 @@ def run_compare_local(nodes: int, pods: int, seed: int = 0) -> dict[str, Any]:
         lab.reset()
     finally:
         lab.close()
+        lab.cluster.down(progress=None)  # the bench's own lab: leave nothing running
     real = {"bound": bound, "pending": pods - bound, "schedule_seconds": round(elapsed, 2),
             "pods_per_second": round(pods / elapsed, 1)}
     return {"nodes": nodes, "pods": pods, "seed": seed, "sim": sim, "local": real,
