@@ -37,8 +37,10 @@ class PluginProcess:
         plugin_dir: Path,
         log_path: Path,
         config_path: Path | None = None,
+        extra_args: list[str] | None = None,
     ):
         self.node_name, self.model, self.gpus = node_name, model, gpus
+        self.extra_args = list(extra_args or [])
         self.plugin_dir, self.log_path, self.config_path = plugin_dir, log_path, config_path
         self.proc: subprocess.Popen | None = None
         self.starts = 0
@@ -52,6 +54,7 @@ class PluginProcess:
         ]  # fmt: skip
         if self.config_path is not None:
             args += ["--config", str(self.config_path)]
+        args += self.extra_args
         return [sys.executable, "-m", __name__, "--parent-pid", str(os.getpid()), "--", *args]
 
     def start(self) -> int:

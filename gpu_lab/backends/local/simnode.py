@@ -3,9 +3,9 @@ Registration server, its figures and the pods it holds.
 
 A node whose pool the fake device plugin can serve (``advertised_devices`` gives
 exactly the record's devices) gets a plugin process and a ``KubeletServer`` feeding
-its ``DeviceManager``; otherwise (MIG layouts under ``single``/``mixed`` for now, plain
-Node manifests listing ``nvidia.com/*`` capacity) the manager holds fixed devices,
-as the simulator's does. Used by :mod:`gpu_lab.backends.local.nodeagent`.
+its ``DeviceManager`` (whole GPUs, time-slicing, MPS and MIG single/mixed, the pool's
+mig-parted config passed as ``--mig-config``); otherwise (plain Node manifests listing
+``nvidia.com/*`` capacity) the manager holds fixed devices, as the simulator's does. Used by :mod:`gpu_lab.backends.local.nodeagent`.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from ...deviceplugin.kubelet import KubeletServer
 from ...deviceplugin.manager import DeviceManager
 from ...deviceplugin.plugin import KUBELET_SOCKET, MAX_SOCKET_PATH, advertised_devices, socket_name
 from ...errors import GpuLabError
+from ...gpus.migparted import resolve
 from ...model.objects import Node, stable_uid
 from . import nodestatus as ns
 from .pluginproc import PluginProcess
@@ -85,7 +86,9 @@ class SimNode:
             where = f'NodePool "{node.pool}": spec.devicePlugin'
             self.config = parse_config(spec.get("devicePlugin"), where)
             try:
-                offered = advertised_devices(gpu["model"], gpu["count"], self.config, node.name)
+                self.mig_layouts = _mig_layouts(gpu["model"], int(gpu["count"]), spec.get("mig"))
+                offered = advertised_devices(gpu["model"], gpu["count"], self.config, node.name,
+                                             mig_layouts=self.mig_layouts)
             except GpuLabError as err:
                 offered, why = None, str(err)
             else:
@@ -137,6 +140,16 @@ class SimNode:
             config_path = self.dir / "device-plugin.yaml"
             config_path.write_text(yaml.safe_dump(raw, sort_keys=False))
         gpu = self.node.raw["nodePool"]["gpu"]
+        mig_args: list[str] = []
+        mig = (self.node.raw.get("nodePool") or {}).get("mig") or {}
+        if mig.get("migParted") is not None:
+            parted = self.dir / "mig-parted.yaml"
+            parted.write_text(yaml.safe_dump(mig["migParted"], sort_keys=False))
+            mig_args = ["--mig-config", str(parted)]
+            if mig.get("config"):
+                mig_args += ["--mig-config-name", str(mig["config"])]
+        elif mig.get("config"):
+            mig_args = ["--mig-config", str(mig["config"])]
         self.kubelet = KubeletServer(self.plugin_dir, self.manager).start()
         self.plugin = PluginProcess(
             self.name,
@@ -145,6 +158,7 @@ class SimNode:
             self.plugin_dir,
             self.dir / "device-plugin.log",
             config_path,
+            extra_args=mig_args,
         )
         self.plugin.start()
 
@@ -204,6 +218,15 @@ class SimNode:
 
 def _counts(devices: dict[str, list[str]]) -> str:
     return ", ".join(f"{r}={len(ids)}" for r, ids in sorted(devices.items())) or "nothing"
+
+
+def _mig_layouts(model: str, count: int, mig: dict | None):
+    """The pool's per-GPU MIG layouts (``spec.mig``), as the plugin resolves ``--mig-config``."""
+    if not mig:
+        return None
+    if mig.get("migParted") is not None:
+        return resolve(model, count, mig["migParted"], mig.get("config"))
+    return resolve(model, count, mig["config"])
 
 
 def _fixed_devices(node: Node) -> dict[str, list[str]]:
