@@ -131,6 +131,28 @@ class WatchEvent:
     object: dict
 
 
+def watch_event(line: bytes) -> WatchEvent:
+    """One line of a watch stream; an ``ERROR`` event (410 Gone...) raises :class:`ApiError`."""
+    ev = json.loads(line)
+    if ev.get("type") == "ERROR":
+        st = ev.get("object") or {}
+        raise ApiError(st.get("code", 500), st.get("reason", ""), st.get("message", ""), st)
+    return WatchEvent(ev.get("type", ""), ev.get("object") or {})
+
+
+def watch_events(resp: requests.Response) -> Iterator[WatchEvent]:
+    """The events of a streaming watch response, one JSON document per line."""
+    buf = b""
+    for chunk in resp.iter_content(chunk_size=None):
+        buf += chunk
+        while b"\n" in buf:
+            line, buf = buf.split(b"\n", 1)
+            if line.strip():
+                yield watch_event(line)
+    if buf.strip():
+        yield watch_event(buf)
+
+
 def _raise_for(resp: requests.Response) -> None:
     if resp.status_code < 400:
         return
@@ -429,15 +451,7 @@ class KubeClient:
             timeout=(self.timeout, read_timeout),
         )
         try:
-            buf = b""
-            for chunk in resp.iter_content(chunk_size=None):
-                buf += chunk
-                while b"\n" in buf:
-                    line, buf = buf.split(b"\n", 1)
-                    if line.strip():
-                        yield self._event(line)
-            if buf.strip():
-                yield self._event(buf)
+            yield from watch_events(resp)
         except requests.exceptions.ChunkedEncodingError:
             return  # the server closed the stream mid-chunk (it went away): the watch ends
         except requests.exceptions.ConnectionError as exc:
@@ -446,14 +460,6 @@ class KubeClient:
             raise Unreachable(f"watch of {r.plural} at {self.server} broke: {exc}") from exc
         finally:
             resp.close()
-
-    @staticmethod
-    def _event(line: bytes) -> WatchEvent:
-        ev = json.loads(line)
-        if ev.get("type") == "ERROR":
-            st = ev.get("object") or {}
-            raise ApiError(st.get("code", 500), st.get("reason", ""), st.get("message", ""), st)
-        return WatchEvent(ev.get("type", ""), ev.get("object") or {})
 
     @staticmethod
     def _ns(r: Resource, namespace: str | None) -> str | None:

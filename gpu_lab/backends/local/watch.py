@@ -12,14 +12,13 @@ connection close.
 from __future__ import annotations
 
 import contextlib
-import json
 import socket
 import threading
 from collections.abc import Iterator
 
 import requests
 
-from .client import ApiError, KubeClient, Unreachable, WatchEvent
+from .client import KubeClient, Unreachable, WatchEvent, watch_events
 
 
 def _socket_of(resp: requests.Response) -> socket.socket | None:
@@ -85,13 +84,7 @@ class CancellableWatch:
         if self.cancelled:  # cancel() ran before the response was kept
             self.cancel()
         try:
-            buf = b""
-            for chunk in resp.iter_content(chunk_size=None):
-                buf += chunk
-                while b"\n" in buf:
-                    line, buf = buf.split(b"\n", 1)
-                    if line.strip():
-                        yield _event(line)
+            yield from watch_events(resp)
         except (
             requests.exceptions.ChunkedEncodingError,
             requests.exceptions.ConnectionError,
@@ -109,11 +102,3 @@ class CancellableWatch:
             with self._lock:
                 self._resp = None
             resp.close()
-
-
-def _event(line: bytes) -> WatchEvent:
-    ev = json.loads(line)
-    if ev.get("type") == "ERROR":
-        st = ev.get("object") or {}
-        raise ApiError(st.get("code", 500), st.get("reason", ""), st.get("message", ""), st)
-    return WatchEvent(ev.get("type", ""), ev.get("object") or {})
