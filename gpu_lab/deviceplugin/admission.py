@@ -36,7 +36,8 @@ def fit_failure(
     cap_pods = allocatable.get("pods", 0)
     if pods_used + 1 > cap_pods:
         return short("pods", 1, pods_used, cap_pods)
-    rest = sorted(r for r in requests if r not in FIT_ORDER)
+    rest = [r for r in requests if r not in FIT_ORDER]
+    rest.sort()
     for r in (*FIT_ORDER[1:], *rest):
         want = requests.get(r, 0)
         if want <= 0:

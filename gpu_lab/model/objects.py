@@ -8,7 +8,10 @@ every plugin reads the same facts the same way.
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import json
+import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -113,13 +116,40 @@ class Pod:
     nonzero_memory: int = 0
     created: int = 0  # creation order: the queue's tie-break after priority
     raw: dict[str, Any] = field(default_factory=dict, repr=False)
+    # Facts the scheduler derives from the pod (parsed terms, request vectors),
+    # worked out once. Pods parsed from equal manifests share one memo (see
+    # ``spec_memo``), so only what follows from namespace, labels, owner kind and
+    # spec may go in. Never part of equality.
+    memo: dict[Any, Any] = field(default_factory=dict, repr=False, compare=False)
 
-    @property
+    @functools.cached_property
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"
 
     def extended_requests(self) -> dict[str, int]:
         return {r: v for r, v in self.requests.items() if is_extended_resource(r)}
+
+
+class SpecMemo(dict):
+    """A pod memo shared by every pod of one equivalence class (a dict that can be weakly held)."""
+
+
+_SPEC_MEMOS: weakref.WeakValueDictionary[tuple, SpecMemo] = weakref.WeakValueDictionary()
+
+
+def spec_memo(namespace: str, labels: dict[str, str], owner_kind: str | None, spec: dict[str, Any]) -> SpecMemo:
+    """The memo for pods with this namespace, labels, owner kind and spec.
+
+    Like kube-scheduler's equivalence classes: the pods of one Job or ReplicaSet
+    (or any identical manifests) are the same to every plugin, so what a plugin
+    derives from one of them holds for all. The memo lives while such a pod does.
+    """
+    key = (namespace, owner_kind, json.dumps([labels, spec], sort_keys=True, default=str))
+    memo = _SPEC_MEMOS.get(key)
+    if memo is None:
+        memo = SpecMemo()
+        _SPEC_MEMOS[key] = memo
+    return memo
 
 
 def is_extended_resource(name: str) -> bool:

@@ -21,6 +21,7 @@ from .objects import (
     Pod,
     Toleration,
     compute_pod_requests,
+    spec_memo,
     stable_uid,
 )
 from .quantity import milli_value, value
@@ -96,6 +97,7 @@ def parse_pod(raw: dict, *, priority_classes: dict[str, dict] | None = None, cre
         overhead=internal_resources(spec.get("overhead")),
         created=created,
         raw=raw,
+        memo=spec_memo(ns, meta.get("labels") or {}, owner.get("kind"), spec),
     )
     compute_pod_requests(pod)
     return pod

@@ -10,6 +10,7 @@ per-node ``filter_status`` gives the reason in Kubernetes' words when asked.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -45,7 +46,7 @@ class Status:
         return ", ".join(self.reasons)
 
 
-@dataclass
+@dataclass(slots=True)
 class CycleContext:
     """One scheduling attempt of one pod: the CycleState of kube-scheduler."""
 
@@ -55,12 +56,14 @@ class CycleContext:
     data: dict[str, Any] = field(default_factory=dict)  # per-plugin state, keyed by plugin name
     # Pods nominated to nodes (after preemption) that this pod must leave room for.
     nominated: dict[int, list[Pod]] = field(default_factory=dict)
-    # Set by the scheduler: re-runs PreFilter and every Filter plugin for node i
-    # against the snapshot as it is now (preemption removes victims, then asks).
-    run_filters: Any = None  # Callable[[int], Status | None]
+
+    def run_filters(self, i: int) -> Status | None:
+        """Re-run PreFilter and every Filter plugin for node i against the snapshot
+        as it is now (preemption removes victims, then asks)."""
+        return run_filter_plugins(self, i)
 
 
-@dataclass
+@dataclass(slots=True)
 class Diagnosis:
     """Why a pod fits nowhere: each rejected node's status (framework.Diagnosis)."""
 
@@ -84,6 +87,9 @@ class PostFilterResult:
     nominating_mode: str = "Noop"
 
 
+_TOKENS = itertools.count(1)
+
+
 class Plugin:
     """Base class; subclasses set ``name`` and implement the phases they take part in."""
 
@@ -92,6 +98,9 @@ class Plugin:
     def __init__(self, args: dict[str, Any] | None = None, handle: Any = None):
         self.args = args or {}
         self.handle = handle
+        # Names this instance (and so its args) in caches kept on pods.
+        self.token = next(_TOKENS)
+        self.skip = Status(SKIP, plugin=self.name)  # what pre_filter/pre_score return to skip
 
     # --- phases (overridden by plugins that take part) ---------------
     def pre_filter(self, ctx: CycleContext) -> Status | None:
@@ -125,11 +134,12 @@ class Plugin:
     def normalize_score(self, ctx: CycleContext, scores: np.ndarray) -> np.ndarray:
         return scores
 
-    def score_key(self, pod: Pod) -> Any:
-        """For node-local scores: a key such that pods with equal keys score every node
-        the same, and a node's score changes only when pods on that node change. The
-        scheduler then keeps raw scores per key and recomputes only the changed nodes.
-        None (the default) means: always compute."""
+    def static_filter_key(self, pod: Pod) -> Any:
+        """For a Filter that depends only on the node objects (labels, taints,
+        spec), never on the pods bound to them: a hashable key such that pods with
+        equal keys get the same verdict on every node. The scheduler then keeps
+        the combined mask of such filters until a node changes. None (the
+        default) means: run Filter every cycle."""
         return None
 
     @classmethod

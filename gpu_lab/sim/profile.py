@@ -9,6 +9,7 @@ their defaults, and ``percentageOfNodesToScore`` (0 = adaptive).
 from __future__ import annotations
 
 import copy
+import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,6 +20,7 @@ from .plugins.registry import DEFAULT_MULTIPOINT, REGISTRY
 
 API_VERSION = "kubescheduler.config.k8s.io/v1"
 PHASES = ("preFilter", "filter", "postFilter", "preScore", "score")
+_PROFILE_TOKENS = itertools.count(1)
 _PHASE_METHOD = {
     "preFilter": "pre_filter",
     "filter": "filter",
@@ -36,9 +38,20 @@ class Profile:
     weights: dict[str, int]
     percentage_of_nodes_to_score: int | None
     args: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # Names this profile in caches kept on pods (ids of dead objects get reused).
+    token: int = field(default_factory=lambda: next(_PROFILE_TOKENS), compare=False)
+
+    def __post_init__(self) -> None:
+        self._at = {phase: [self.plugins[n] for n in names] for phase, names in self.phases.items()}
+        self._weighted = {phase: [(p, self.weights.get(p.name, 1)) for p in plugins]
+                          for phase, plugins in self._at.items()}
 
     def at(self, phase: str) -> list[Plugin]:
-        return [self.plugins[n] for n in self.phases[phase]]
+        return self._at[phase]
+
+    def weighted(self, phase: str) -> list[tuple[Plugin, int]]:
+        """(plugin, score weight) in order."""
+        return self._weighted[phase]
 
 
 @dataclass

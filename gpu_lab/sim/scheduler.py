@@ -30,7 +30,6 @@ from .framework import (
     Diagnosis,
     PostFilterResult,
     Status,
-    run_filter_plugins,
     run_pre_filter_plugins,
 )
 from .profile import Profile, SchedulerConfig
@@ -59,8 +58,9 @@ def fit_error_message(num_all_nodes: int, diagnosis: Diagnosis) -> str:
     else:
         counts: dict[str, int] = {}
         # Statuses are shared between nodes with the same verdict: count each once.
-        by_id = {id(st): st for st in diagnosis.node_status.values()}
-        for sid, times in Counter(map(id, diagnosis.node_status.values())).items():
+        statuses = list(diagnosis.node_status.values())
+        by_id = dict(zip(map(id, statuses), statuses))
+        for sid, times in Counter(map(id, statuses)).items():
             for r in by_id[sid].reasons:
                 counts[r] = counts.get(r, 0) + times
         absent = num_all_nodes - len(diagnosis.node_status)
@@ -75,14 +75,14 @@ def fit_error_message(num_all_nodes: int, diagnosis: Diagnosis) -> str:
     return msg
 
 
-@dataclass
+@dataclass(slots=True)
 class PluginScores:
     raw: np.ndarray
     normalized: np.ndarray
     weight: int
 
 
-@dataclass
+@dataclass(slots=True)
 class Attempt:
     """The outcome of one scheduling cycle, with everything ``explain`` shows."""
 
@@ -117,7 +117,11 @@ class Scheduler:
         self.deterministic = deterministic
         self.next_start_node_index = 0
         self.nominated: dict[str, tuple[Pod, int]] = {}  # pod key -> (pod, node index)
-        self._score_cache: dict[tuple, tuple[np.ndarray, np.ndarray, int]] = {}
+        # Combined masks of the filters that depend only on node objects, per
+        # (profile, the pod's keys for those filters); valid for one node version.
+        self._static_masks: dict[tuple, np.ndarray] = {}
+        self._static_version: tuple[int, int] = (-1, -1)
+        self._to_find: dict[tuple[int, int], int] = {}
 
     @classmethod
     def from_config(cls, raw: dict | None, snapshot: Snapshot, seed: int | None = None,
@@ -132,16 +136,55 @@ class Scheduler:
     # ----------------------------------------------------------- filtering
     def _context(self, pod: Pod, profile: Profile) -> CycleContext:
         ctx = CycleContext(pod=pod, snapshot=self.snapshot, profile=profile)
-        for key, (other, i) in self.nominated.items():
-            if key != pod.key and other.priority >= pod.priority:
-                ctx.nominated.setdefault(i, []).append(other)
-        ctx.run_filters = lambda i: run_filter_plugins(ctx, i)
+        if self.nominated:
+            for key, (other, i) in self.nominated.items():
+                if key != pod.key and other.priority >= pod.priority:
+                    ctx.nominated.setdefault(i, []).append(other)
         return ctx
 
     def _filter_masks(self, ctx: CycleContext, profile: Profile, skipped: set[str]):
+        """Every filter plugin's own mask, in order: for reasons and explanations."""
         plugins = [p for p in profile.at("filter") if p.name not in skipped]
         masks = [p.filter(ctx) for p in plugins]
         return plugins, masks
+
+    def _filter_plan(self, pod: Pod, profile: Profile, skipped: set[str]) -> tuple[tuple, list, list]:
+        """Split the pod's filter plugins into node-object-only ones (with their keys) and the rest."""
+        key = ("filter_plan", profile.token, frozenset(skipped))
+        plan = pod.memo.get(key)
+        if plan is None:
+            keys, static, dynamic = [], [], []
+            for pl in profile.at("filter"):
+                if pl.name in skipped:
+                    continue
+                k = pl.static_filter_key(pod)
+                if k is None:
+                    dynamic.append(pl)
+                else:
+                    keys.append((pl.name, k))
+                    static.append(pl)
+            plan = (profile.token, tuple(keys)), static, dynamic
+            pod.memo[key] = plan
+        return plan
+
+    def _passes(self, ctx: CycleContext, profile: Profile, skipped: set[str]) -> np.ndarray:
+        """Nodes that pass every Filter: cached node-object filters AND this cycle's others."""
+        snap = self.snapshot
+        cache_key, static, dynamic = self._filter_plan(ctx.pod, profile, skipped)
+        version = (snap.node_version, len(snap))
+        if self._static_version != version or len(self._static_masks) > 4096:
+            self._static_masks.clear()
+            self._static_version = version
+        passes = self._static_masks.get(cache_key)
+        if passes is None:
+            passes = np.ones(len(snap), dtype=bool)
+            for pl in static:
+                passes &= pl.filter(ctx)
+            passes.flags.writeable = False
+            self._static_masks[cache_key] = passes
+        for pl in dynamic:
+            passes = passes & pl.filter(ctx)
+        return passes
 
     # ------------------------------------------------------------- a cycle
     def schedule_one(self, pod: Pod) -> Attempt:
@@ -168,57 +211,61 @@ class Scheduler:
             attempt.feasible = np.arange(0)
             return self._fail(ctx, attempt, n)
 
-        plugins, masks = self._filter_masks(ctx, profile, skipped)
-        passes = np.ones(n, dtype=bool)
-        for m in masks:
-            passes &= m
-        if self.record:
-            attempt.skipped_filter_plugins = sorted(skipped)
-            attempt.filter_verdicts = {
-                pl.name: {int(i): pl.filter_status(ctx, int(i)).message() for i in np.flatnonzero(~m)}
-                for pl, m in zip(plugins, masks)
-            }
+        passes = self._passes(ctx, profile, skipped)
 
         # A pod nominated by an earlier preemption tries its node first, unscored.
-        nom = self.nominated.get(pod.key)
+        nom = self.nominated.get(pod.key) if self.nominated else None
         if nom is not None and passes[nom[1]]:
+            if self.record:
+                self._record_filters(ctx, profile, skipped, attempt)
             attempt.via_nominated_node = True
             attempt.evaluated = np.array([nom[1]])
             attempt.feasible = np.array([nom[1]])
             attempt.node = snap.nodes[nom[1]].name
             return attempt
 
-        pct = profile.percentage_of_nodes_to_score
-        if pct is None:
-            pct = self.config.percentage_of_nodes_to_score
-        to_find = num_feasible_nodes_to_find(pct, n)
-        if not profile.phases["score"]:
-            to_find = 1
-        order = (self.next_start_node_index + np.arange(n)) % n
-        in_order = passes[order]
-        cum = np.cumsum(in_order)
-        if cum[-1] > to_find:
-            processed = int(np.searchsorted(cum, to_find)) + 1
+        to_find = self._to_find.get((profile.token, n))
+        if to_find is None:
+            pct = profile.percentage_of_nodes_to_score
+            if pct is None:
+                pct = self.config.percentage_of_nodes_to_score
+            to_find = num_feasible_nodes_to_find(pct, n) if profile.phases["score"] else 1
+            self._to_find[(profile.token, n)] = to_find
+        # Filter visits nodes from where the last cycle stopped and stops after
+        # to_find feasible ones: take them from the sorted feasible indices.
+        start = self.next_start_node_index
+        found = passes.nonzero()[0]
+        first = int(found.searchsorted(start))
+        if len(found) > to_find:
+            feasible = found[first:first + to_find]
+            if len(feasible) < to_find:
+                feasible = np.concatenate([feasible, found[:to_find - len(feasible)]])
+            processed = (int(feasible[-1]) - start) % n + 1
         else:
+            feasible = np.concatenate([found[first:], found[:first]]) if first else found
             processed = n
-        evaluated = order[:processed]
-        feasible = evaluated[in_order[:processed]]
-        self.next_start_node_index = (self.next_start_node_index + processed) % n
-        attempt.evaluated, attempt.feasible = evaluated, feasible
+        self.next_start_node_index = (start + processed) % n
+        attempt.feasible = feasible
 
-        rejected = evaluated[~in_order[:processed]]
         # Rejection reasons matter only for a failure message or an explanation.
-        if len(rejected) and (self.record or not len(feasible)):
-            # The first plugin that rejects a node is the one kube-scheduler reports.
-            first = np.argmax(~np.vstack([m[rejected] for m in masks]), axis=0)
-            for k, pl in enumerate(plugins):
-                idx = rejected[first == k]
-                if not len(idx):
-                    continue
-                diagnosis.unschedulable_plugins.add(pl.name)
-                for i, st in zip(idx.tolist(), pl.filter_statuses(ctx, idx)):
-                    attempt.failed_by[i] = st
-                    diagnosis.node_status[i] = st
+        if self.record or not len(feasible):
+            evaluated = (start + np.arange(processed)) % n
+            attempt.evaluated = evaluated
+            plugins, masks = self._filter_masks(ctx, profile, skipped)
+            if self.record:
+                self._record_filters(ctx, profile, skipped, attempt, plugins, masks)
+            rejected = evaluated[~passes[evaluated]]
+            if len(rejected):
+                # The first plugin that rejects a node is the one kube-scheduler reports.
+                first_bad = np.argmax(~np.vstack([m[rejected] for m in masks]), axis=0)
+                for k, pl in enumerate(plugins):
+                    idx = rejected[first_bad == k]
+                    if not len(idx):
+                        continue
+                    diagnosis.unschedulable_plugins.add(pl.name)
+                    verdicts = dict(zip(idx.tolist(), pl.filter_statuses(ctx, idx)))
+                    attempt.failed_by.update(verdicts)
+                    diagnosis.node_status.update(verdicts)
 
         if len(feasible) == 0:
             return self._fail(ctx, attempt, n)
@@ -227,7 +274,7 @@ class Scheduler:
             return attempt
         total = self._score(ctx, profile, feasible, attempt)
         attempt.total = total
-        best = np.flatnonzero(total == total.max())
+        best = (total == total.max()).nonzero()[0]
         if len(best) == 1:
             choice = int(best[0])
         elif self.deterministic:
@@ -237,40 +284,33 @@ class Scheduler:
         attempt.node = snap.nodes[int(feasible[choice])].name
         return attempt
 
+    def _record_filters(self, ctx: CycleContext, profile: Profile, skipped: set[str], attempt: Attempt,
+                        plugins=None, masks=None) -> None:
+        """For explanations: every filter plugin's verdict on every node it rejects."""
+        if plugins is None:
+            plugins, masks = self._filter_masks(ctx, profile, skipped)
+        attempt.skipped_filter_plugins = sorted(skipped)
+        attempt.filter_verdicts = {
+            pl.name: {int(i): pl.filter_status(ctx, int(i)).message() for i in np.flatnonzero(~m)}
+            for pl, m in zip(plugins, masks)
+        }
+
     def _score(self, ctx: CycleContext, profile: Profile, feasible: np.ndarray, attempt: Attempt) -> np.ndarray:
-        total = np.zeros(len(feasible), dtype=np.int64)
-        for pl in profile.at("score"):
+        total = None
+        for pl, w in profile.weighted("score"):
             st = pl.pre_score(ctx, feasible)
             if st is not None and st.code == SKIP:
                 attempt.skipped_score_plugins.append(pl.name)
                 continue
-            raw = self._raw_scores(ctx, pl, feasible)
-            norm = np.asarray(pl.normalize_score(ctx, raw.copy()), dtype=np.int64)
-            w = profile.weights.get(pl.name, 1)
-            attempt.scores[pl.name] = PluginScores(raw, norm, w)
-            total += norm * w
+            raw = pl.score(ctx, feasible)
+            norm = pl.normalize_score(ctx, raw)
+            if self.record:
+                attempt.scores[pl.name] = PluginScores(raw, np.asarray(norm, dtype=np.int64), w)
+            part = norm * w if w != 1 else norm
+            total = part if total is None else total + part
+        if total is None:
+            return np.zeros(len(feasible), dtype=np.int64)
         return total
-
-    def _raw_scores(self, ctx: CycleContext, pl, feasible: np.ndarray) -> np.ndarray:
-        """Raw scores, reusing node-local results of earlier pods with the same score key."""
-        key = pl.score_key(ctx.pod)
-        if key is None:
-            return np.asarray(pl.score(ctx, feasible), dtype=np.int64)
-        snap = self.snapshot
-        cached = self._score_cache.get((pl.name, key))
-        if cached is None or cached[2] != snap.node_version:
-            if len(self._score_cache) > 512:
-                self._score_cache.clear()
-            everyone = np.arange(len(snap))
-            cached = (np.asarray(pl.score(ctx, everyone), dtype=np.int64), snap.node_gen.copy(), snap.node_version)
-            self._score_cache[(pl.name, key)] = cached
-        else:
-            raw_all, gen, _ = cached
-            stale = np.flatnonzero(gen != snap.node_gen)
-            if len(stale):
-                raw_all[stale] = pl.score(ctx, stale)
-                gen[stale] = snap.node_gen[stale]
-        return cached[0][feasible]
 
     def _fail(self, ctx: CycleContext, attempt: Attempt, n: int) -> Attempt:
         diagnosis = attempt.diagnosis

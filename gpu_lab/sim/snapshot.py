@@ -3,11 +3,13 @@
 kube-scheduler keeps a ``NodeInfo`` per node (allocatable, requested,
 non-zero requested, pods) and a snapshot list ordered by its node tree. We keep
 the same facts column-wise in numpy so that filters and scores run over every
-node at once, and update them incrementally on every bind and delete.
+node at once, and update them incrementally on every bind and delete. The
+arrays are column-major: plugins read one resource over many nodes at a time.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterable
 
 import numpy as np
@@ -19,6 +21,11 @@ ZONE_LABELS = ("topology.kubernetes.io/zone", "failure-domain.beta.kubernetes.io
 REGION_LABELS = ("topology.kubernetes.io/region", "failure-domain.beta.kubernetes.io/region")
 BASE_RESOURCES = ("cpu", "memory", "ephemeral-storage", "pods")
 NO_PODS_PRIORITY = 2**62
+_LAYOUTS = itertools.count(1)
+
+
+def _columns(rows: int, cols: int) -> np.ndarray:
+    return np.zeros((rows, cols), dtype=np.int64, order="F")
 
 
 def zone_key(labels: dict[str, str]) -> str:
@@ -53,12 +60,16 @@ class Snapshot:
         self.index: dict[str, int] = {}
         self.resources: list[str] = list(BASE_RESOURCES)
         self.rindex: dict[str, int] = {r: i for i, r in enumerate(self.resources)}
-        self.allocatable = np.zeros((0, len(self.resources)), dtype=np.int64)
-        self.requested = np.zeros((0, len(self.resources)), dtype=np.int64)
-        self.nonzero = np.zeros((0, 2), dtype=np.int64)  # cpu, memory with scoring defaults
+        self.allocatable = _columns(0, len(self.resources))
+        self.requested = _columns(0, len(self.resources))
+        self.free = _columns(0, len(self.resources))  # allocatable - requested
+        self.nonzero = _columns(0, 2)  # cpu, memory with scoring defaults
+        # Changes whenever resource columns are added: request vectors cached
+        # on a pod are valid only for the layout they were built for.
+        self.layout = next(_LAYOUTS)
+        self._positive: dict[int, bool] = {}
         self.pods_on: list[list[Pod]] = []
         self.min_priority = np.zeros(0, dtype=np.int64)  # lowest pod priority per node: who could be preempted
-        self.node_gen = np.zeros(0, dtype=np.int64)  # bumped per node whenever its pods change
         self._names: list[str] = []
         self.pod_node: dict[str, int] = {}  # pod key -> node index
         # Bumped when node objects change (labels, taints, allocatable): static
@@ -84,10 +95,20 @@ class Snapshot:
             i = len(self.resources)
             self.resources.append(name)
             self.rindex[name] = i
-            pad = np.zeros((len(self.nodes), 1), dtype=np.int64)
-            self.allocatable = np.hstack([self.allocatable, pad])
-            self.requested = np.hstack([self.requested, pad.copy()])
+            pad = _columns(len(self.nodes), 1)
+            self.allocatable = np.asfortranarray(np.hstack([self.allocatable, pad]))
+            self.requested = np.asfortranarray(np.hstack([self.requested, pad]))
+            self.free = np.asfortranarray(np.hstack([self.free, pad]))
+            self.layout = next(_LAYOUTS)
         return i
+
+    def offered_everywhere(self, col: int) -> bool:
+        """True when every node has some of this resource (scores then need no guards)."""
+        got = self._positive.get(col)
+        if got is None:
+            got = bool((self.allocatable[:, col] != 0).all())
+            self._positive[col] = got
+        return got
 
     def set_nodes(self, nodes: Iterable[Node]) -> None:
         """(Re)build from a node list, keeping bound pods of nodes that remain."""
@@ -100,15 +121,16 @@ class Snapshot:
                 if r not in self.rindex:  # arrays are rebuilt just below
                     self.rindex[r] = len(self.resources)
                     self.resources.append(r)
-        self.allocatable = np.zeros((len(ordered), len(self.resources)), dtype=np.int64)
+        self.layout = next(_LAYOUTS)
+        self.allocatable = _columns(len(ordered), len(self.resources))
         for i, n in enumerate(ordered):
             for r, v in n.allocatable.items():
                 self.allocatable[i, self.rindex[r]] = v
-        self.requested = np.zeros_like(self.allocatable)
-        self.nonzero = np.zeros((len(ordered), 2), dtype=np.int64)
+        self.requested = _columns(len(ordered), len(self.resources))
+        self.free = self.allocatable.copy(order="F")
+        self.nonzero = _columns(len(ordered), 2)
         self.pods_on = [[] for _ in ordered]
         self.min_priority = np.full(len(ordered), NO_PODS_PRIORITY, dtype=np.int64)
-        self.node_gen = np.zeros(len(ordered), dtype=np.int64)
         self._names = [n.name for n in ordered]
         self.pod_node = {}
         self._counters.clear()
@@ -126,6 +148,8 @@ class Snapshot:
             for r, v in n.allocatable.items():
                 row[self.rindex[r]] = v
             self.allocatable[i] = row
+        self.free = np.asfortranarray(self.allocatable - self.requested)
+        self._positive.clear()
         self.node_version += 1
         self.version += 1
         self._label_cols.clear()
@@ -140,35 +164,42 @@ class Snapshot:
 
     # ----- pods --------------------------------------------------------
     def request_vector(self, pod: Pod) -> np.ndarray:
-        vec = np.zeros(len(self.resources), dtype=np.int64)
-        for r, v in pod.requests.items():
-            vec[self.resource_column(r)] = v
-        if len(vec) < len(self.resources):  # columns added while filling
-            vec = np.concatenate([vec, np.zeros(len(self.resources) - len(vec), dtype=np.int64)])
-        vec[self.rindex["pods"]] = 1
+        """The pod's requests as a row of ``requested`` (``pods`` counts 1), cached on the pod."""
+        vec = pod.memo.get(("request_vector", self.layout))
+        if vec is None:
+            for r in pod.requests:  # may add columns, and so change the layout
+                self.resource_column(r)
+            key = ("request_vector", self.layout)
+            vec = np.zeros(len(self.resources), dtype=np.int64)
+            for r, v in pod.requests.items():
+                vec[self.rindex[r]] = v
+            vec[self.rindex["pods"]] = 1
+            vec.flags.writeable = False
+            pod.memo[key] = vec
         return vec
 
     def add_pod(self, pod: Pod, i: int) -> None:
         vec = self.request_vector(pod)
         self.requested[i] += vec
-        self.nonzero[i, 0] += pod.nonzero_cpu
-        self.nonzero[i, 1] += pod.nonzero_memory
+        self.free[i] -= vec
+        self.nonzero[i] += (pod.nonzero_cpu, pod.nonzero_memory)
         self.pods_on[i].append(pod)
-        self.min_priority[i] = min(self.min_priority[i], pod.priority)
-        self.node_gen[i] += 1
+        if pod.priority < self.min_priority[i]:
+            self.min_priority[i] = pod.priority
         self.pod_node[pod.key] = i
-        self._count(pod, i, +1)
+        if self._counters or self.listeners:
+            self._count(pod, i, +1)
         self.version += 1
 
     def remove_pod(self, pod: Pod) -> int:
         i = self.pod_node.pop(pod.key)
         vec = self.request_vector(pod)
         self.requested[i] -= vec
+        self.free[i] += vec
         self.nonzero[i, 0] -= pod.nonzero_cpu
         self.nonzero[i, 1] -= pod.nonzero_memory
         self.pods_on[i] = [p for p in self.pods_on[i] if p.key != pod.key]
         self.min_priority[i] = min((p.priority for p in self.pods_on[i]), default=NO_PODS_PRIORITY)
-        self.node_gen[i] += 1
         self._count(pod, i, -1)
         self.version += 1
         return i

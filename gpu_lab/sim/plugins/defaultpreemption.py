@@ -72,7 +72,6 @@ from ..framework import (
     Plugin,
     PostFilterResult,
     Status,
-    run_filter_plugins,
 )
 
 NOT_ELIGIBLE_NEVER = "not eligible due to preemptionPolicy=Never."
@@ -291,7 +290,7 @@ class DefaultPreemption(Plugin):
             return self._result(None, [], Status(UNSCHEDULABLE, ("preemption: " + msg,), self.name), "Noop")
 
         snap, pod = ctx.snapshot, ctx.pod
-        run = ctx.run_filters or (lambda i: run_filter_plugins(ctx, i))
+        run = ctx.run_filters
         potential = self.potential_nodes(ctx, diagnosis)
         statuses: dict[int, Status] = {}
         candidates: list[tuple[int, list[Pod]]] = []

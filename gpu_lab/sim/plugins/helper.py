@@ -53,16 +53,29 @@ def topology_codes(snap: Snapshot, key: str) -> tuple[np.ndarray, list[str]]:
     return got
 
 
+def _required(pod: Pod) -> Any:
+    return ((pod.affinity or {}).get("nodeAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution")
+
+
+def required_affinity_key(pod: Pod) -> tuple:
+    """A hashable form of the pod's nodeSelector and required node affinity, cached on the pod."""
+    got = pod.memo.get("required-node-affinity")
+    if got is None:
+        got = (freeze(pod.node_selector), freeze(_required(pod)))
+        pod.memo["required-node-affinity"] = got
+    return got
+
+
 def required_node_affinity_mask(snap: Snapshot, pod: Pod) -> np.ndarray | None:
     """``nodeaffinity.GetRequiredNodeAffinity(pod).Match`` per node; None when it matches all.
 
     nodeSelector labels must all match, and one of the required terms (ORed).
     """
-    required = ((pod.affinity or {}).get("nodeAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution")
+    required = _required(pod)
     if required is None and not pod.node_selector:
         return None
     cache = node_cache(snap).setdefault("affinity", {})
-    key = (freeze(pod.node_selector), freeze(required))
+    key = required_affinity_key(pod)
     got = cache.get(key)
     if got is None:
         terms = None

@@ -62,7 +62,6 @@ from ...model.objects import Pod
 from ...model.selectors import LabelSelector, Requirement
 from ..framework import (
     MAX_NODE_SCORE,
-    SKIP,
     UNRESOLVABLE,
     UNSCHEDULABLE,
     CycleContext,
@@ -147,12 +146,24 @@ def _section(pod: Pod, which: str) -> dict[str, Any]:
 
 
 def required_terms(pod: Pod, which: str) -> list[AffinityTerm]:
-    return [parse_term(pod, t) for t in _section(pod, which).get(REQUIRED) or []]
+    """The pod's required terms of ``which``, parsed once and kept on the pod (do not mutate)."""
+    key = ("required_terms", which)
+    got = pod.memo.get(key)
+    if got is None:
+        got = [parse_term(pod, t) for t in _section(pod, which).get(REQUIRED) or []]
+        pod.memo[key] = got
+    return got
 
 
 def preferred_terms(pod: Pod, which: str) -> list[tuple[AffinityTerm, int]]:
-    return [(parse_term(pod, w.get("podAffinityTerm") or {}), int(w.get("weight") or 0))
-            for w in _section(pod, which).get(PREFERRED) or []]
+    """(term, weight) for the pod's preferred terms of ``which``, kept on the pod (do not mutate)."""
+    key = ("preferred_terms", which)
+    got = pod.memo.get(key)
+    if got is None:
+        got = [(parse_term(pod, w.get("podAffinityTerm") or {}), int(w.get("weight") or 0))
+               for w in _section(pod, which).get(PREFERRED) or []]
+        pod.memo[key] = got
+    return got
 
 
 def has_pod_affinity(pod: Pod) -> bool:
@@ -360,10 +371,13 @@ class InterPodAffinity(Plugin):
         snap, pod = ctx.snapshot, ctx.pod
         affinity = required_terms(pod, "podAffinity")
         anti = required_terms(pod, "podAntiAffinity")
+        existing_anti = existing_terms(snap).groups[REQ_ANTI_AFFINITY]
+        if not existing_anti and not affinity and not anti:
+            return self.skip
         ns_labels = self.namespace_labels(pod.namespace)
         st = _FilterState(affinity, anti, ns_labels)
 
-        for (term, _), counts in existing_terms(snap).groups[REQ_ANTI_AFFINITY].items():
+        for (term, _), counts in existing_anti.items():
             if not term.matches(pod.namespace, pod.labels, ns_labels):
                 continue
             bad = domain_sums(snap, term.topology_key, counts) > 0
@@ -371,7 +385,7 @@ class InterPodAffinity(Plugin):
                 prev = st.existing_bad.get(term.topology_key)
                 st.existing_bad[term.topology_key] = bad if prev is None else prev | bad
         if not st.existing_bad and not affinity and not anti:
-            return Status(SKIP, plugin=self.name)
+            return self.skip
 
         st.affinity = self._merge_namespaces(ctx, affinity)
         st.anti_affinity = self._merge_namespaces(ctx, anti)
@@ -464,7 +478,10 @@ class InterPodAffinity(Plugin):
         pref_anti = preferred_terms(pod, "podAntiAffinity")
         has_constraints = bool(pref_affinity) or bool(pref_anti)
         if self.ignore_preferred_terms_of_existing_pods and not has_constraints:
-            return Status(SKIP, plugin=self.name)
+            return self.skip
+        idx = existing_terms(snap)
+        if not has_constraints and not any(idx.groups[k] for k in (REQ_AFFINITY, PREF_AFFINITY, PREF_ANTI_AFFINITY)):
+            return self.skip  # nothing could add to any node's score
 
         topology_score: dict[str, np.ndarray] = {}
 
@@ -479,7 +496,6 @@ class InterPodAffinity(Plugin):
             for t, (_, w) in zip(merged, terms, strict=True):
                 add(t, self._term_counts(snap, t), sign * w)
 
-        idx = existing_terms(snap)
         ns_labels = self.namespace_labels(pod.namespace)
         signs = ((REQ_AFFINITY, 1), (PREF_AFFINITY, 1), (PREF_ANTI_AFFINITY, -1))
         for kind, sign in signs:
@@ -490,7 +506,7 @@ class InterPodAffinity(Plugin):
                     weight = self.hard_pod_affinity_weight if kind == REQ_AFFINITY else w
                     add(t, counts, sign * weight)
         if not topology_score:
-            return Status(SKIP, plugin=self.name)
+            return self.skip
         ctx.data[key] = topology_score
         return None
 

@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 
 from ...model.selectors import NodeSelectorTerm
-from ..framework import SKIP, UNRESOLVABLE, CycleContext, Plugin, Status, default_normalize
-from .helper import freeze, required_node_affinity_mask
+from ..framework import UNRESOLVABLE, CycleContext, Plugin, Status, default_normalize
+from .helper import freeze, required_affinity_key, required_node_affinity_mask
 
 ERR_REASON_POD = "node(s) didn't match Pod's node affinity/selector"
 ERR_REASON_CONFLICT = "pod affinity terms conflict"
@@ -51,10 +51,20 @@ class NodeAffinity(Plugin):
         return got
 
     # ------------------------------------------------------------ filter
+    def static_filter_key(self, pod):
+        return required_affinity_key(pod)
+
     def pre_filter(self, ctx: CycleContext) -> Status | None:
+        # Depends on the pod and this plugin's args only: decided once per pod.
+        key = (self.name, "pre_filter", self.token)
+        if key not in ctx.pod.memo:
+            ctx.pod.memo[key] = self._pre_filter(ctx)
+        return ctx.pod.memo[key]
+
+    def _pre_filter(self, ctx: CycleContext) -> Status | None:
         required = _node_affinity(ctx.pod).get("requiredDuringSchedulingIgnoredDuringExecution")
         if required is None and self.added_terms is None and not ctx.pod.node_selector:
-            return Status(SKIP, plugin=self.name)
+            return self.skip
         # Terms that all pin metadata.name with In and share no name can never match.
         terms = (required or {}).get("nodeSelectorTerms") or []
         names: set[str] | None = None
@@ -92,10 +102,14 @@ class NodeAffinity(Plugin):
 
     # ------------------------------------------------------------- score
     def pre_score(self, ctx: CycleContext, feasible: np.ndarray) -> Status | None:
-        preferred = _node_affinity(ctx.pod).get("preferredDuringSchedulingIgnoredDuringExecution")
-        if not preferred and not self.added_preferred:
-            return Status(SKIP, plugin=self.name)
-        return None
+        if self.added_preferred:
+            return None
+        key = (self.name, "has-preferred")
+        has = ctx.pod.memo.get(key)
+        if has is None:
+            has = bool(_node_affinity(ctx.pod).get("preferredDuringSchedulingIgnoredDuringExecution"))
+            ctx.pod.memo[key] = has
+        return None if has else self.skip
 
     def score(self, ctx: CycleContext, feasible: np.ndarray) -> np.ndarray:
         preferred = _node_affinity(ctx.pod).get("preferredDuringSchedulingIgnoredDuringExecution") or []

@@ -12,6 +12,9 @@ ERR_REASON = "node(s) didn't match the requested node name"
 class NodeName(Plugin):
     name = "NodeName"
 
+    def static_filter_key(self, pod):
+        return pod.node_name
+
     def filter(self, ctx: CycleContext) -> np.ndarray:
         want = ctx.pod.node_name
         n = len(ctx.snapshot)

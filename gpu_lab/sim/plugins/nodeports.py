@@ -23,7 +23,7 @@ import weakref
 import numpy as np
 
 from ...model.objects import HostPort, Pod
-from ..framework import SKIP, UNSCHEDULABLE, CycleContext, Plugin, Status
+from ..framework import UNSCHEDULABLE, CycleContext, Plugin, Status
 from ..snapshot import Snapshot
 
 ERR_REASON = "node(s) didn't have free ports for the requested pod ports"
@@ -99,9 +99,11 @@ class NodePorts(Plugin):
     name = "NodePorts"
 
     def pre_filter(self, ctx: CycleContext) -> Status | None:
+        if not ctx.pod.host_ports:
+            return self.skip
         want = host_ports(ctx.pod)
         if not want:
-            return Status(SKIP)
+            return self.skip
         ctx.data[self.name] = want
         return None
 

@@ -22,12 +22,23 @@ class NodeUnschedulable(Plugin):
         super().__init__(args, handle)
         self._cordoned, self._version = np.zeros(0, dtype=bool), -1
 
+    @staticmethod
+    def _tolerates(pod) -> bool:
+        got = pod.memo.get("tolerates-unschedulable")
+        if got is None:
+            got = any(t.tolerates(UNSCHEDULABLE_TAINT) for t in pod.tolerations)
+            pod.memo["tolerates-unschedulable"] = got
+        return got
+
+    def static_filter_key(self, pod):
+        return self._tolerates(pod)
+
     def filter(self, ctx: CycleContext) -> np.ndarray:
         if self._version != ctx.snapshot.node_version:
             self._cordoned = np.array([n.unschedulable for n in ctx.snapshot.nodes], dtype=bool)
             self._version = ctx.snapshot.node_version
         cordoned = self._cordoned
-        if not cordoned.any() or any(t.tolerates(UNSCHEDULABLE_TAINT) for t in ctx.pod.tolerations):
+        if not cordoned.any() or self._tolerates(ctx.pod):
             return np.ones(len(cordoned), dtype=bool)
         return ~cordoned
 

@@ -58,7 +58,6 @@ from ...model.objects import Pod
 from ...model.selectors import LabelSelector, Requirement
 from ..framework import (
     MAX_NODE_SCORE,
-    SKIP,
     UNRESOLVABLE,
     UNSCHEDULABLE,
     CycleContext,
@@ -243,9 +242,17 @@ class PodTopologySpread(Plugin):
                            c.node_affinity_policy, c.node_taints_policy) for c in constraints]
 
     def get_constraints(self, pod: Pod, action: str) -> list[Constraint]:
-        if pod.topology_spread_constraints:
-            return filter_constraints(pod.topology_spread_constraints, pod.labels, action)
-        return self.build_default_constraints(pod, action)
+        """The pod's own constraints with ``action``, else the defaults; kept on the pod (do not mutate)."""
+        key = (self.name, "constraints", self.token, action)
+        got = pod.memo.get(key)
+        if got is None:
+            if pod.topology_spread_constraints:
+                got = filter_constraints(pod.topology_spread_constraints, pod.labels, action)
+            else:
+                got = self.build_default_constraints(pod, action)
+            if not callable(getattr(self.handle, "default_selector", None)):  # a hook may change its mind
+                pod.memo[key] = got
+        return got
 
     @staticmethod
     def _pod_counts(snap: Snapshot, pod: Pod, c: Constraint) -> np.ndarray:
@@ -269,7 +276,7 @@ class PodTopologySpread(Plugin):
     def pre_filter(self, ctx: CycleContext) -> Status | None:
         constraints = self.get_constraints(ctx.pod, DO_NOT_SCHEDULE)
         if not constraints:
-            return Status(SKIP, plugin=self.name)
+            return self.skip
         ctx.data[self.name] = self._filter_state(ctx, constraints)
         return None
 
@@ -374,14 +381,11 @@ class PodTopologySpread(Plugin):
         key = self.name + "/score"
         ctx.data.pop(key, None)
         if len(snap) == 0:
-            return Status(SKIP, plugin=self.name)
+            return self.skip
         require_all = bool(pod.topology_spread_constraints) or not self.system_defaulted
-        if pod.topology_spread_constraints:
-            constraints = filter_constraints(pod.topology_spread_constraints, pod.labels, SCHEDULE_ANYWAY)
-        else:
-            constraints = self.build_default_constraints(pod, SCHEDULE_ANYWAY)
+        constraints = self.get_constraints(pod, SCHEDULE_ANYWAY)
         if not constraints:
-            return Status(SKIP, plugin=self.name)
+            return self.skip
 
         feasible = np.asarray(feasible, dtype=np.int64)
         codes = [topology_codes(snap, c.topology_key) for c in constraints]

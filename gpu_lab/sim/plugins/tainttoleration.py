@@ -42,6 +42,9 @@ class TaintToleration(Plugin):
             self._cache[key] = got
         return got
 
+    def static_filter_key(self, pod):
+        return _tolerations_key(pod.tolerations)
+
     def filter(self, ctx: CycleContext) -> np.ndarray:
         return tolerated_mask(ctx.snapshot, ctx.pod)
 

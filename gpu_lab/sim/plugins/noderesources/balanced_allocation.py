@@ -10,14 +10,29 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...framework import MAX_NODE_SCORE, SKIP, CycleContext, Plugin, Status
-from .scoring import node_columns, pod_request
+from ...framework import MAX_NODE_SCORE, CycleContext, Plugin, Status
+from .scoring import node_columns, offered_everywhere, pod_request, scored_resources
 
 DEFAULT_RESOURCES = [{"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1}]
 
 
+def _balance2_with_without(b0: np.ndarray, b1: np.ndarray, a0: np.ndarray, a1: np.ndarray,
+                           r0: int, r1: int) -> tuple[np.ndarray, np.ndarray]:
+    """Two resources every node offers (the cpu + memory default): the balance with the
+    pod's requests (r0, r1) added and without, computed side by side in one (2, n) array."""
+    f0 = (b0 + np.array([[0], [r0]])) / a0
+    f1 = (b1 + np.array([[0], [r1]])) / a1
+    np.minimum(f0, 1.0, out=f0)
+    np.minimum(f1, 1.0, out=f1)
+    f0 -= f1
+    std = np.abs(f0, out=f0)
+    std /= 2
+    balance = ((1 - std) * MAX_NODE_SCORE).astype(np.int64)
+    return balance[1], balance[0]
+
+
 def _balance(used: list[np.ndarray], allocs: list[np.ndarray]) -> np.ndarray:
-    if len(allocs) == 2:  # the usual cpu + memory case, kept cheap
+    if len(allocs) == 2:
         (u0, u1), (a0, a1) = used, allocs
         on0, on1 = a0 != 0, a1 != 0
         f0 = np.minimum(u0 / np.where(on0, a0, 1), 1.0)
@@ -57,20 +72,35 @@ class BalancedAllocation(Plugin):
         super().__init__(args, handle)
         res = self.args.get("resources") or DEFAULT_RESOURCES
         self.resources = [{"name": r["name"], "weight": int(r.get("weight") or 1)} for r in res]
+        self.resource_weights = tuple((r["name"], r["weight"]) for r in self.resources)
 
     def pre_score(self, ctx: CycleContext, feasible: np.ndarray) -> Status | None:
-        if all(pod_request(ctx.pod, r["name"], True) == 0 for r in self.resources):
-            return Status(SKIP, plugin=self.name)
-        return None
-
-    def score_key(self, pod):
-        # A node's score depends on the pod only through its requests.
-        return tuple(pod_request(pod, r["name"], True) for r in self.resources)
+        key = (self.name, "skip", self.resource_weights)
+        skip = ctx.pod.memo.get(key)
+        if skip is None:  # a best-effort pod (no request for any of the resources) is skipped
+            skip = all(pod_request(ctx.pod, name, True) == 0 for name, _ in self.resource_weights)
+            ctx.pod.memo[key] = skip
+        return self.skip if skip else None
 
     def score(self, ctx: CycleContext, feasible: np.ndarray) -> np.ndarray:
-        specs, allocs, befores, withs = node_columns(ctx.snapshot, ctx.pod, self.resources, feasible, use_requested=True)
+        snap = ctx.snapshot
+        specs = scored_resources(snap, ctx.pod, self.resource_weights, use_requested=True)
         if not specs:
             return np.full(len(feasible), 75, dtype=np.int64)  # both balances are 100
-        with_pod = _balance(withs, allocs)
-        without = _balance(befores, allocs)
-        return MAX_NODE_SCORE // 2 + (MAX_NODE_SCORE // 2 + with_pod - without) // 2
+        if len(specs) == 2 and offered_everywhere(snap, specs):
+            s0, s1 = specs
+            alloc, req = snap.allocatable, snap.requested
+            a0, a1 = alloc[:, s0.column][feasible], alloc[:, s1.column][feasible]
+            b0, b1 = req[:, s0.column][feasible], req[:, s1.column][feasible]
+            with_pod, without = _balance2_with_without(b0, b1, a0, a1, s0.request, s1.request)
+        else:
+            allocs, befores, withs = node_columns(snap, specs, feasible)
+            with_pod = _balance(withs, allocs)
+            without = _balance(befores, allocs)
+        # with - without is within [-50, 50] (a balance is within [50, 100]), so the
+        # sum is never negative and // is Go's division.
+        score = with_pod - without
+        score += MAX_NODE_SCORE // 2
+        score //= 2
+        score += MAX_NODE_SCORE // 2
+        return score

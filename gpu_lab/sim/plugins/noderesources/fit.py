@@ -23,8 +23,9 @@ from .scoring import (
     least_requested,
     most_requested,
     node_columns,
-    pod_request,
+    offered_everywhere,
     requested_to_capacity,
+    scored_resources,
     weighted_average,
 )
 
@@ -46,6 +47,7 @@ class Fit(Plugin):
             )
         resources = strat.get("resources") or DEFAULT_RESOURCES
         self.resources = [{"name": r["name"], "weight": int(r.get("weight") or 1)} for r in resources]
+        self.resource_weights = tuple((r["name"], r["weight"]) for r in self.resources)
         for r in self.resources:
             if not 1 <= r["weight"] <= 100:
                 raise GpuLabError(
@@ -67,53 +69,55 @@ class Fit(Plugin):
 
     # ---------------------------------------------------------------- filter
     def _checked(self, ctx: CycleContext) -> list[tuple[str, int, int]]:
-        """(resource, column, request) the filter compares, in fit.go's order."""
-        key = "NodeResourcesFit/checked"
-        got = ctx.data.get(key)
+        """(resource, column, request) the filter compares, in fit.go's order; cached on the pod."""
+        snap, pod = ctx.snapshot, ctx.pod
+        got = pod.memo.get((self.name, "checked", self.token, snap.layout))
         if got is None:
-            snap, pod = ctx.snapshot, ctx.pod
+            for name in pod.requests:  # may add columns, and so change the layout
+                snap.resource_column(name)
+            key = (self.name, "checked", self.token, snap.layout)
             got = []
             for name in ("cpu", "memory", "ephemeral-storage"):
                 if pod.requests.get(name, 0) > 0:
-                    got.append((name, snap.resource_column(name), pod.requests[name]))
+                    got.append((name, snap.rindex[name], pod.requests[name]))
             for name, v in pod.requests.items():
                 if name in ("cpu", "memory", "ephemeral-storage") or v <= 0 or not is_scalar(name):
                     continue
                 if name in self.ignored or name.split("/", 1)[0] in self.ignored_groups:
                     continue
-                got.append((name, snap.resource_column(name), v))
-            ctx.data[key] = got
+                got.append((name, snap.rindex[name], v))
+            pod.memo[key] = got
         return got
 
-    def _requested(self, ctx: CycleContext) -> np.ndarray:
-        req = ctx.snapshot.requested
+    def _free(self, ctx: CycleContext) -> np.ndarray:
+        """What each node has left, with room kept for pods nominated to it."""
+        free = ctx.snapshot.free
         if ctx.nominated:
-            req = req.copy()
+            free = free.copy(order="F")
             for i, pods in ctx.nominated.items():
                 for p in pods:
-                    req[i] += ctx.snapshot.request_vector(p)
-        return req
+                    free[i] -= ctx.snapshot.request_vector(p)
+        return free
 
     def filter(self, ctx: CycleContext) -> np.ndarray:
         snap = ctx.snapshot
         checked = self._checked(ctx)
-        req = self._requested(ctx)
-        pods_col = snap.rindex["pods"]
-        ok = req[:, pods_col] + 1 <= snap.allocatable[:, pods_col]
+        free = self._free(ctx)
+        ok = free[:, snap.rindex["pods"]] >= 1
         for _, col, v in checked:
-            ok &= v <= snap.allocatable[:, col] - req[:, col]
+            ok &= free[:, col] >= v
         return ok
 
     def filter_status(self, ctx: CycleContext, i: int) -> Status:
         snap = ctx.snapshot
-        req = self._requested(ctx)[i]
+        free = self._free(ctx)[i]
         alloc = snap.allocatable[i]
         reasons, unresolvable = [], False
         pods_col = snap.rindex["pods"]
-        if req[pods_col] + 1 > alloc[pods_col]:
+        if free[pods_col] < 1:
             reasons.append("Too many pods")
         for name, col, v in self._checked(ctx):
-            if v > alloc[col] - req[col]:
+            if v > free[col]:
                 reasons.append(f"Insufficient {name}")
                 unresolvable |= v > alloc[col]
         return Status(UNRESOLVABLE if unresolvable else UNSCHEDULABLE, tuple(reasons), self.name)
@@ -121,46 +125,51 @@ class Fit(Plugin):
     def filter_statuses(self, ctx: CycleContext, idx: np.ndarray) -> list[Status]:
         """Vectorised ``filter_status``: nodes with the same shortfalls share one Status."""
         snap = ctx.snapshot
-        req = self._requested(ctx)[idx]
+        free = self._free(ctx)[idx]
         alloc = snap.allocatable[idx]
         pods_col = snap.rindex["pods"]
         checked = self._checked(ctx)
-        short = [req[:, pods_col] + 1 > alloc[:, pods_col]]
+        short = [free[:, pods_col] < 1]
         beyond = [np.zeros(len(idx), dtype=bool)]
         for _, col, v in checked:
-            short.append(v > alloc[:, col] - req[:, col])
+            short.append(v > free[:, col])
             beyond.append(v > alloc[:, col])
         bits = np.zeros(len(idx), dtype=np.int64)
         for k, (s, b) in enumerate(zip(short, beyond)):
             bits |= s.astype(np.int64) << (2 * k)
             bits |= (s & b).astype(np.int64) << (2 * k + 1)
         names = ["Too many pods"] + [f"Insufficient {name}" for name, _, _ in checked]
-        cache: dict[int, Status] = {}
-        out = []
-        for b in bits.tolist():
-            st = cache.get(b)
-            if st is None:
-                reasons = tuple(n for k, n in enumerate(names) if b >> (2 * k) & 1)
-                unresolvable = any(b >> (2 * k + 1) & 1 for k in range(len(names)))
-                st = Status(UNRESOLVABLE if unresolvable else UNSCHEDULABLE, reasons, self.name)
-                cache[b] = st
-            out.append(st)
-        return out
+        kinds, which = np.unique(bits, return_inverse=True)
+        shared = []
+        for b in kinds.tolist():
+            reasons = tuple(n for k, n in enumerate(names) if b >> (2 * k) & 1)
+            unresolvable = any(b >> (2 * k + 1) & 1 for k in range(len(names)))
+            shared.append(Status(UNRESOLVABLE if unresolvable else UNSCHEDULABLE, reasons, self.name))
+        return [shared[k] for k in which.tolist()]
 
     # ----------------------------------------------------------------- score
-    def score_key(self, pod):
-        # A node's score depends on the pod only through its (non-zero) requests.
-        return tuple(pod_request(pod, r["name"], False) for r in self.resources)
-
     def score(self, ctx: CycleContext, feasible: np.ndarray) -> np.ndarray:
-        specs, allocs, _, withs = node_columns(ctx.snapshot, ctx.pod, self.resources, feasible, use_requested=False)
+        snap = ctx.snapshot
+        specs = scored_resources(snap, ctx.pod, self.resource_weights, use_requested=False)
         if not specs:
             return np.zeros(len(feasible), dtype=np.int64)
-        if self.strategy == "LeastAllocated":
-            per = [least_requested(w, a) for w, a in zip(withs, allocs)]
-            return weighted_average(specs, allocs, per)
-        if self.strategy == "MostAllocated":
-            per = [most_requested(w, a) for w, a in zip(withs, allocs)]
-            return weighted_average(specs, allocs, per)
-        per = [requested_to_capacity(self.shape, w, a) for w, a in zip(withs, allocs)]
-        return weighted_average(specs, allocs, per, rounding="round")
+        scorer = least_requested if self.strategy == "LeastAllocated" else most_requested
+        if self.strategy != "RequestedToCapacityRatio" and offered_everywhere(snap, specs):
+            # Every node offers every scored resource: a plain weighted mean.
+            total, weights = None, 0
+            for s in specs:
+                alloc = snap.allocatable[:, s.column][feasible]
+                source = snap.nonzero[:, s.nonzero] if s.nonzero >= 0 else snap.requested[:, s.column]
+                part = scorer(source[feasible] + s.request, alloc, True)
+                if s.weight != 1:
+                    part *= s.weight
+                total = part if total is None else total + part
+                weights += s.weight
+            total //= weights
+            return total
+        allocs, _, withs = node_columns(snap, specs, feasible)
+        if self.strategy == "RequestedToCapacityRatio":
+            per = [requested_to_capacity(self.shape, w, a) for w, a in zip(withs, allocs)]
+            return weighted_average(specs, allocs, per, rounding="round")
+        per = [scorer(w, a) for w, a in zip(withs, allocs)]
+        return weighted_average(specs, allocs, per)

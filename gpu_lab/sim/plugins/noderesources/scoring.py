@@ -3,9 +3,16 @@
 Integer arithmetic matches Go's: ``//`` on non-negative int64 is Go's ``/``.
 For every resource in the strategy, an extended resource the pod does not
 request, or a resource the node does not offer, is left out of the score.
+
+Scores are computed over many nodes at once, one resource column at a time.
+When every node offers a resource (the usual case for cpu and memory) the
+"left out where the node does not offer it" guards cannot change anything and
+are skipped; the arithmetic is the same either way.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -36,33 +43,53 @@ def pod_request(pod: Pod, resource: str, use_requested: bool) -> int:
     return pod.requests.get(resource, 0)
 
 
-def node_columns(
-    snap: Snapshot, pod: Pod, resources: list[dict], idx: np.ndarray, use_requested: bool
-) -> tuple[list[dict], list[np.ndarray], list[np.ndarray], list[np.ndarray]]:
-    """Per scored resource: (spec, allocatable, allocated-before, requested-with-pod) over ``idx``.
+@dataclass(frozen=True)
+class ScoredResource:
+    """One resource a scorer looks at for one pod: where to read it, what the pod adds."""
 
-    Entries that the real scorer skips get allocatable 0, so the per-node
-    weight sums stay right where only some nodes offer a resource.
-    """
-    specs, allocs, befores, withs = [], [], [], []
-    for spec in resources:
-        name = spec["name"]
-        req = pod_request(pod, name, use_requested)
-        if req == 0 and is_scalar(name):
-            continue
-        col = snap.rindex.get(name)
-        if col is None:
-            continue
-        alloc = snap.allocatable[idx, col]
-        if name in ("cpu", "memory") and not use_requested:
-            before = snap.nonzero[idx, 0 if name == "cpu" else 1]
-        else:
-            before = snap.requested[idx, col]
-        specs.append(spec)
-        allocs.append(alloc)
+    name: str
+    weight: int
+    column: int  # column in Snapshot.allocatable / requested
+    nonzero: int  # column in Snapshot.nonzero to read instead of requested, or -1
+    request: int
+
+
+def scored_resources(snap: Snapshot, pod: Pod, resources: tuple[tuple[str, int], ...],
+                     use_requested: bool) -> tuple[ScoredResource, ...]:
+    """The (name, weight) resources of a strategy that count for this pod, cached on the pod."""
+    key = ("scored_resources", resources, use_requested, snap.layout)
+    got = pod.memo.get(key)
+    if got is None:
+        out = []
+        for name, weight in resources:
+            req = pod_request(pod, name, use_requested)
+            if req == 0 and is_scalar(name):
+                continue
+            col = snap.rindex.get(name)
+            if col is None:
+                continue
+            nz = {"cpu": 0, "memory": 1}.get(name, -1) if not use_requested else -1
+            out.append(ScoredResource(name, weight, col, nz, req))
+        got = tuple(out)
+        pod.memo[key] = got
+    return got
+
+
+def node_columns(snap: Snapshot, specs: tuple[ScoredResource, ...], idx: np.ndarray
+                 ) -> tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray]]:
+    """Per scored resource over ``idx``: allocatable, allocated before the pod, and with it."""
+    allocs, befores, withs = [], [], []
+    for s in specs:
+        allocs.append(snap.allocatable[:, s.column][idx])
+        source = snap.nonzero[:, s.nonzero] if s.nonzero >= 0 else snap.requested[:, s.column]
+        before = source[idx]
         befores.append(before)
-        withs.append(before + req)
-    return specs, allocs, befores, withs
+        withs.append(before + s.request)
+    return allocs, befores, withs
+
+
+def offered_everywhere(snap: Snapshot, specs: tuple[ScoredResource, ...]) -> bool:
+    return all(snap.offered_everywhere(s.column) for s in specs)
 
 
 def weighted_average(specs, allocs, per_resource_scores, rounding: str = "floor") -> np.ndarray:
@@ -71,7 +98,7 @@ def weighted_average(specs, allocs, per_resource_scores, rounding: str = "floor"
     total = np.zeros(n, dtype=np.int64)
     wsum = np.zeros(n, dtype=np.int64)
     for spec, alloc, score in zip(specs, allocs, per_resource_scores):
-        w = int(spec.get("weight") or 1)
+        w = spec.weight
         offered = alloc != 0
         if rounding == "round":  # RequestedToCapacityRatio counts only positive scores
             offered = offered & (score > 0)
@@ -85,13 +112,23 @@ def weighted_average(specs, allocs, per_resource_scores, rounding: str = "floor"
     return np.where(wsum == 0, 0, out)
 
 
-def least_requested(requested: np.ndarray, capacity: np.ndarray) -> np.ndarray:
+def least_requested(requested: np.ndarray, capacity: np.ndarray, everywhere: bool = False) -> np.ndarray:
+    """``leastRequestedScore``: 0 when the node offers none or too little."""
+    if everywhere:  # capacity > 0 on every node
+        free = capacity - requested
+        np.maximum(free, 0, out=free)
+        free *= MAX_NODE_SCORE
+        free //= capacity
+        return free
     cap = np.where(capacity == 0, 1, capacity)
     s = (capacity - requested) * MAX_NODE_SCORE // cap
     return np.where((capacity == 0) | (requested > capacity), 0, s)
 
 
-def most_requested(requested: np.ndarray, capacity: np.ndarray) -> np.ndarray:
+def most_requested(requested: np.ndarray, capacity: np.ndarray, everywhere: bool = False) -> np.ndarray:
+    """``mostRequestedScore``: a request above capacity counts as full."""
+    if everywhere:
+        return np.minimum(requested, capacity) * MAX_NODE_SCORE // capacity
     cap = np.where(capacity == 0, 1, capacity)
     s = np.minimum(requested, capacity) * MAX_NODE_SCORE // cap
     return np.where(capacity == 0, 0, s)
