@@ -267,9 +267,11 @@ class SimSession(Session):
             dm.release(pod.key)
             self._reject(rec, node, UNEXPECTED_ADMISSION_ERROR, admission_error_message(err))
             return
-        used = {r: int(snap.requested[i, snap.rindex[r]]) for r in pod.requests if r in snap.rindex}
-        pods_used = int(snap.requested[i, snap.rindex["pods"]])
-        failure = fit_failure(pod.requests, used, pods_used, self._nodes[node].allocatable)
+        failure = None
+        if not (snap.free[i] >= snap.request_vector(pod)).all():  # room for all of it: admitted
+            used = {r: int(snap.requested[i, snap.rindex[r]]) for r in pod.requests if r in snap.rindex}
+            pods_used = int(snap.requested[i, snap.rindex["pods"]])
+            failure = fit_failure(pod.requests, used, pods_used, self._nodes[node].allocatable)
         if failure:
             dm.release(pod.key)
             self._reject(rec, node, *failure)

@@ -227,7 +227,9 @@ class DefaultPreemption(Plugin):
                 if (diagnosis.node_status.get(i) or absent).code == UNSCHEDULABLE
             ]
         # Kubernetes walks a Go map here (random order); we use snapshot order.
-        return sorted(i for i, st in diagnosis.node_status.items() if st.code == UNSCHEDULABLE)
+        out = [i for i, st in diagnosis.node_status.items() if st.code == UNSCHEDULABLE]
+        out.sort()
+        return out
 
     # ---------------------------------------------------------- dry run
     def select_victims(self, ctx: CycleContext, i: int, victims: list[Pod], run, bound) -> tuple[list[Pod], Status | None]:
@@ -315,6 +317,9 @@ class DefaultPreemption(Plugin):
             # Nodes holding no lower-priority pod cannot be helped; decide them in one go.
             has_victims = snap.min_priority[np.asarray(potential, dtype=np.int64)] < pod.priority
             no_victims = Status(UNRESOLVABLE, (NO_VICTIMS,), self.name)
+            if not has_victims.any():
+                statuses = dict.fromkeys(potential, no_victims)
+                potential = []
             for i, has in zip(potential, has_victims.tolist()):
                 if not has:
                     statuses[i] = no_victims
