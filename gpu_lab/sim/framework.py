@@ -134,6 +134,16 @@ class Plugin:
     def normalize_score(self, ctx: CycleContext, scores: np.ndarray) -> np.ndarray:
         return scores
 
+    def skips_pre_filter(self, pod: Pod) -> bool:
+        """True when PreFilter returns Skip for this pod whatever the cluster holds
+        (it depends on the pod and the plugin's args only). The scheduler then
+        counts the plugin as skipped without calling it."""
+        return False
+
+    def skips_pre_score(self, pod: Pod) -> bool:
+        """Like ``skips_pre_filter``, for PreScore."""
+        return False
+
     def static_filter_key(self, pod: Pod) -> Any:
         """For a Filter that depends only on the node objects (labels, taints,
         spec), never on the pods bound to them: a hashable key such that pods with

@@ -30,7 +30,6 @@ from .framework import (
     Diagnosis,
     PostFilterResult,
     Status,
-    run_pre_filter_plugins,
 )
 from .profile import Profile, SchedulerConfig
 from .snapshot import Snapshot
@@ -148,9 +147,37 @@ class Scheduler:
         masks = [p.filter(ctx) for p in plugins]
         return plugins, masks
 
-    def _filter_plan(self, pod: Pod, profile: Profile, skipped: set[str]) -> tuple[tuple, list, list]:
+    @staticmethod
+    def _plan(pod: Pod, profile: Profile, phase: str) -> tuple[frozenset[str], list]:
+        """The plugins of a pre-phase that skip this pod whatever the cluster holds,
+        and the (plugin, weight) pairs that must be asked each cycle."""
+        key = ("plan", phase, profile.token)
+        plan = pod.memo.get(key)
+        if plan is None:
+            skips = "skips_pre_filter" if phase == "preFilter" else "skips_pre_score"
+            static = frozenset(pl.name for pl in profile.at(phase) if getattr(pl, skips)(pod))
+            plan = static, [(pl, w) for pl, w in profile.weighted(phase) if pl.name not in static]
+            pod.memo[key] = plan
+        return plan
+
+    def _pre_filter(self, ctx: CycleContext, profile: Profile) -> tuple[Status | None, set[str], tuple]:
+        """PreFilter: the first rejection, every plugin that skips, and those that skipped this cycle only."""
+        static, ask = self._plan(ctx.pod, profile, "preFilter")
+        skipped_now: tuple[str, ...] = ()
+        for pl, _ in ask:
+            st = pl.pre_filter(ctx)
+            if st is None:
+                continue
+            if st.code == SKIP:
+                skipped_now += (pl.name,)
+            elif st.rejected:
+                return Status(st.code, st.reasons, pl.name), set(static), skipped_now
+        return None, static.union(skipped_now), skipped_now
+
+    def _filter_plan(self, pod: Pod, profile: Profile, skipped: set[str],
+                     skipped_now: tuple[str, ...]) -> tuple[tuple, list, list]:
         """Split the pod's filter plugins into node-object-only ones (with their keys) and the rest."""
-        key = ("filter_plan", profile.token, frozenset(skipped))
+        key = ("filter_plan", profile.token, skipped_now)  # the rest of `skipped` is fixed per pod
         plan = pod.memo.get(key)
         if plan is None:
             keys, static, dynamic = [], [], []
@@ -167,10 +194,11 @@ class Scheduler:
             pod.memo[key] = plan
         return plan
 
-    def _passes(self, ctx: CycleContext, profile: Profile, skipped: set[str]) -> np.ndarray:
+    def _passes(self, ctx: CycleContext, profile: Profile, skipped: set[str],
+                skipped_now: tuple[str, ...]) -> np.ndarray:
         """Nodes that pass every Filter: cached node-object filters AND this cycle's others."""
         snap = self.snapshot
-        cache_key, static, dynamic = self._filter_plan(ctx.pod, profile, skipped)
+        cache_key, static, dynamic = self._filter_plan(ctx.pod, profile, skipped, skipped_now)
         version = (snap.node_version, len(snap))
         if self._static_version != version or len(self._static_masks) > 4096:
             self._static_masks.clear()
@@ -202,7 +230,7 @@ class Scheduler:
         diagnosis = Diagnosis()
         attempt.diagnosis = diagnosis
 
-        rejected, skipped = run_pre_filter_plugins(ctx)
+        rejected, skipped, skipped_now = self._pre_filter(ctx, profile)
         if rejected is not None:
             diagnosis.pre_filter_msg = rejected.message()
             diagnosis.absent_status = rejected
@@ -211,7 +239,7 @@ class Scheduler:
             attempt.feasible = np.arange(0)
             return self._fail(ctx, attempt, n)
 
-        passes = self._passes(ctx, profile, skipped)
+        passes = self._passes(ctx, profile, skipped, skipped_now)
 
         # A pod nominated by an earlier preemption tries its node first, unscored.
         nom = self.nominated.get(pod.key) if self.nominated else None
@@ -297,7 +325,8 @@ class Scheduler:
 
     def _score(self, ctx: CycleContext, profile: Profile, feasible: np.ndarray, attempt: Attempt) -> np.ndarray:
         total = None
-        for pl, w in profile.weighted("score"):
+        static, ask = self._plan(ctx.pod, profile, "score")
+        for pl, w in ask:
             st = pl.pre_score(ctx, feasible)
             if st is not None and st.code == SKIP:
                 attempt.skipped_score_plugins.append(pl.name)
@@ -308,6 +337,9 @@ class Scheduler:
                 attempt.scores[pl.name] = PluginScores(raw, np.asarray(norm, dtype=np.int64), w)
             part = norm * w if w != 1 else norm
             total = part if total is None else total + part
+        if static and self.record:  # in profile order, as the plugins were met
+            skipped = set(attempt.skipped_score_plugins) | static
+            attempt.skipped_score_plugins = [pl.name for pl in profile.at("score") if pl.name in skipped]
         if total is None:
             return np.zeros(len(feasible), dtype=np.int64)
         return total

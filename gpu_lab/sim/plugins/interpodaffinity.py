@@ -470,6 +470,11 @@ class InterPodAffinity(Plugin):
         return self._statuses[int(st.reason[i]) or _ANTI_AFFINITY]
 
     # ------------------------------------------------------------- score
+    def skips_pre_score(self, pod: Pod) -> bool:
+        # Existing pods' preferred terms count unless the args say to ignore them.
+        return self.ignore_preferred_terms_of_existing_pods and not (
+            preferred_terms(pod, "podAffinity") or preferred_terms(pod, "podAntiAffinity"))
+
     def pre_score(self, ctx: CycleContext, feasible: np.ndarray) -> Status | None:
         snap, pod = ctx.snapshot, ctx.pod
         key = self.name + "/score"

@@ -54,6 +54,10 @@ class NodeAffinity(Plugin):
     def static_filter_key(self, pod):
         return required_affinity_key(pod)
 
+    def skips_pre_filter(self, pod) -> bool:
+        required = _node_affinity(pod).get("requiredDuringSchedulingIgnoredDuringExecution")
+        return required is None and self.added_terms is None and not pod.node_selector
+
     def pre_filter(self, ctx: CycleContext) -> Status | None:
         # Depends on the pod and this plugin's args only: decided once per pod.
         key = (self.name, "pre_filter", self.token)
@@ -62,9 +66,9 @@ class NodeAffinity(Plugin):
         return ctx.pod.memo[key]
 
     def _pre_filter(self, ctx: CycleContext) -> Status | None:
-        required = _node_affinity(ctx.pod).get("requiredDuringSchedulingIgnoredDuringExecution")
-        if required is None and self.added_terms is None and not ctx.pod.node_selector:
+        if self.skips_pre_filter(ctx.pod):
             return self.skip
+        required = _node_affinity(ctx.pod).get("requiredDuringSchedulingIgnoredDuringExecution")
         # Terms that all pin metadata.name with In and share no name can never match.
         terms = (required or {}).get("nodeSelectorTerms") or []
         names: set[str] | None = None
@@ -101,15 +105,12 @@ class NodeAffinity(Plugin):
         return [Status(UNRESOLVABLE, (ERR_REASON_POD,), self.name)] * len(idx)
 
     # ------------------------------------------------------------- score
+    def skips_pre_score(self, pod) -> bool:
+        preferred = _node_affinity(pod).get("preferredDuringSchedulingIgnoredDuringExecution")
+        return not preferred and not self.added_preferred
+
     def pre_score(self, ctx: CycleContext, feasible: np.ndarray) -> Status | None:
-        if self.added_preferred:
-            return None
-        key = (self.name, "has-preferred")
-        has = ctx.pod.memo.get(key)
-        if has is None:
-            has = bool(_node_affinity(ctx.pod).get("preferredDuringSchedulingIgnoredDuringExecution"))
-            ctx.pod.memo[key] = has
-        return None if has else self.skip
+        return self.skip if self.skips_pre_score(ctx.pod) else None
 
     def score(self, ctx: CycleContext, feasible: np.ndarray) -> np.ndarray:
         preferred = _node_affinity(ctx.pod).get("preferredDuringSchedulingIgnoredDuringExecution") or []

@@ -98,9 +98,10 @@ def conflicts(ips: set[str], ip: str) -> bool:
 class NodePorts(Plugin):
     name = "NodePorts"
 
+    def skips_pre_filter(self, pod: Pod) -> bool:
+        return not host_ports(pod)
+
     def pre_filter(self, ctx: CycleContext) -> Status | None:
-        if not ctx.pod.host_ports:
-            return self.skip
         want = host_ports(ctx.pod)
         if not want:
             return self.skip

@@ -250,7 +250,7 @@ class PodTopologySpread(Plugin):
                 got = filter_constraints(pod.topology_spread_constraints, pod.labels, action)
             else:
                 got = self.build_default_constraints(pod, action)
-            if not callable(getattr(self.handle, "default_selector", None)):  # a hook may change its mind
+            if not self._hooked():
                 pod.memo[key] = got
         return got
 
@@ -273,6 +273,16 @@ class PodTopologySpread(Plugin):
         return mask
 
     # ------------------------------------------------------------ filter
+    def _hooked(self) -> bool:
+        """A handle that supplies default selectors may change its answer over time."""
+        return callable(getattr(self.handle, "default_selector", None))
+
+    def skips_pre_filter(self, pod: Pod) -> bool:
+        return not self._hooked() and not self.get_constraints(pod, DO_NOT_SCHEDULE)
+
+    def skips_pre_score(self, pod: Pod) -> bool:
+        return not self._hooked() and not self.get_constraints(pod, SCHEDULE_ANYWAY)
+
     def pre_filter(self, ctx: CycleContext) -> Status | None:
         constraints = self.get_constraints(ctx.pod, DO_NOT_SCHEDULE)
         if not constraints:

@@ -74,13 +74,12 @@ class BalancedAllocation(Plugin):
         self.resources = [{"name": r["name"], "weight": int(r.get("weight") or 1)} for r in res]
         self.resource_weights = tuple((r["name"], r["weight"]) for r in self.resources)
 
+    def skips_pre_score(self, pod) -> bool:
+        # A best-effort pod (no request for any of the resources) is not scored.
+        return all(pod_request(pod, name, True) == 0 for name, _ in self.resource_weights)
+
     def pre_score(self, ctx: CycleContext, feasible: np.ndarray) -> Status | None:
-        key = (self.name, "skip", self.resource_weights)
-        skip = ctx.pod.memo.get(key)
-        if skip is None:  # a best-effort pod (no request for any of the resources) is skipped
-            skip = all(pod_request(ctx.pod, name, True) == 0 for name, _ in self.resource_weights)
-            ctx.pod.memo[key] = skip
-        return self.skip if skip else None
+        return self.skip if self.skips_pre_score(ctx.pod) else None
 
     def score(self, ctx: CycleContext, feasible: np.ndarray) -> np.ndarray:
         snap = ctx.snapshot
