@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...framework import MAX_NODE_SCORE, CycleContext, Plugin, Status
-from .scoring import node_columns, offered_everywhere, pod_request, scored_resources
+from .scoring import node_rows, offered_everywhere, pod_request, scored_resources
 
 DEFAULT_RESOURCES = [{"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1}]
 
@@ -83,19 +83,19 @@ class BalancedAllocation(Plugin):
 
     def score(self, ctx: CycleContext, feasible: np.ndarray) -> np.ndarray:
         snap = ctx.snapshot
-        specs = scored_resources(snap, ctx.pod, self.resource_weights, use_requested=True)
-        if not specs:
+        scored = scored_resources(snap, ctx.pod, self.resource_weights, use_requested=True)
+        if not len(scored):
             return np.full(len(feasible), 75, dtype=np.int64)  # both balances are 100
-        if len(specs) == 2 and offered_everywhere(snap, specs):
-            s0, s1 = specs
+        if len(scored) == 2 and offered_everywhere(snap, scored):
+            (c0, c1), (s0, s1) = scored.columns, scored.specs
             alloc, req = snap.allocatable, snap.requested
-            a0, a1 = alloc[:, s0.column][feasible], alloc[:, s1.column][feasible]
-            b0, b1 = req[:, s0.column][feasible], req[:, s1.column][feasible]
-            with_pod, without = _balance2_with_without(b0, b1, a0, a1, s0.request, s1.request)
+            with_pod, without = _balance2_with_without(
+                req[:, c0][feasible], req[:, c1][feasible], alloc[:, c0][feasible], alloc[:, c1][feasible],
+                s0.request, s1.request)
         else:
-            allocs, befores, withs = node_columns(snap, specs, feasible)
-            with_pod = _balance(withs, allocs)
-            without = _balance(befores, allocs)
+            alloc, before = node_rows(snap, scored, feasible)
+            with_pod = _balance(list(before + scored.requests), list(alloc))
+            without = _balance(list(before), list(alloc))
         # with - without is within [-50, 50] (a balance is within [50, 100]), so the
         # sum is never negative and // is Go's division.
         score = with_pod - without

@@ -22,7 +22,7 @@ from .scoring import (
     is_scalar,
     least_requested,
     most_requested,
-    node_columns,
+    node_rows,
     offered_everywhere,
     requested_to_capacity,
     scored_resources,
@@ -150,26 +150,14 @@ class Fit(Plugin):
     # ----------------------------------------------------------------- score
     def score(self, ctx: CycleContext, feasible: np.ndarray) -> np.ndarray:
         snap = ctx.snapshot
-        specs = scored_resources(snap, ctx.pod, self.resource_weights, use_requested=False)
-        if not specs:
+        scored = scored_resources(snap, ctx.pod, self.resource_weights, use_requested=False)
+        if not len(scored):
             return np.zeros(len(feasible), dtype=np.int64)
-        scorer = least_requested if self.strategy == "LeastAllocated" else most_requested
-        if self.strategy != "RequestedToCapacityRatio" and offered_everywhere(snap, specs):
-            # Every node offers every scored resource: a plain weighted mean.
-            total, weights = None, 0
-            for s in specs:
-                alloc = snap.allocatable[:, s.column][feasible]
-                source = snap.nonzero[:, s.nonzero] if s.nonzero >= 0 else snap.requested[:, s.column]
-                part = scorer(source[feasible] + s.request, alloc, True)
-                if s.weight != 1:
-                    part *= s.weight
-                total = part if total is None else total + part
-                weights += s.weight
-            total //= weights
-            return total
-        allocs, _, withs = node_columns(snap, specs, feasible)
+        alloc, requested = node_rows(snap, scored, feasible)
+        requested += scored.requests  # with the pod
         if self.strategy == "RequestedToCapacityRatio":
-            per = [requested_to_capacity(self.shape, w, a) for w, a in zip(withs, allocs)]
-            return weighted_average(specs, allocs, per, rounding="round")
-        per = [scorer(w, a) for w, a in zip(withs, allocs)]
-        return weighted_average(specs, allocs, per)
+            per = requested_to_capacity(self.shape, requested, alloc)
+            return weighted_average(scored, alloc, per, rounding="round")
+        everywhere = offered_everywhere(snap, scored)
+        scorer = least_requested if self.strategy == "LeastAllocated" else most_requested
+        return weighted_average(scored, alloc, scorer(requested, alloc, everywhere), everywhere=everywhere)

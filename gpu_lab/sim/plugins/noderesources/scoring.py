@@ -54,13 +54,29 @@ class ScoredResource:
     request: int
 
 
+@dataclass(frozen=True, eq=False)
+class ScoredSet:
+    """The resources that count for one pod, as the arrays the scorers need."""
+
+    specs: tuple[ScoredResource, ...]
+    columns: tuple[int, ...]
+    requests: np.ndarray  # (k, 1): what the pod adds to each resource
+    weights: tuple[int, ...]
+    # cpu then memory, read from Snapshot.nonzero (use_requested=False) or from
+    # requested: rows 0 and 1 of the column-major arrays, gathered in one go.
+    cpu_memory: bool
+
+    def __len__(self) -> int:
+        return len(self.specs)
+
+
 def scored_resources(snap: Snapshot, pod: Pod, resources: tuple[tuple[str, int], ...],
-                     use_requested: bool) -> tuple[ScoredResource, ...]:
+                     use_requested: bool) -> ScoredSet:
     """The (name, weight) resources of a strategy that count for this pod, cached on the pod."""
     key = ("scored_resources", resources, use_requested, snap.layout)
     got = pod.memo.get(key)
     if got is None:
-        out = []
+        specs = []
         for name, weight in resources:
             req = pod_request(pod, name, use_requested)
             if req == 0 and is_scalar(name):
@@ -69,40 +85,58 @@ def scored_resources(snap: Snapshot, pod: Pod, resources: tuple[tuple[str, int],
             if col is None:
                 continue
             nz = {"cpu": 0, "memory": 1}.get(name, -1) if not use_requested else -1
-            out.append(ScoredResource(name, weight, col, nz, req))
-        got = tuple(out)
+            specs.append(ScoredResource(name, weight, col, nz, req))
+        columns = tuple(sp.column for sp in specs)
+        cpu_memory = columns == (snap.rindex["cpu"], snap.rindex["memory"]) == (0, 1)
+        requests = np.array([[sp.request] for sp in specs], dtype=np.int64).reshape(len(specs), 1)
+        got = ScoredSet(tuple(specs), columns, requests, tuple(sp.weight for sp in specs), cpu_memory)
         pod.memo[key] = got
     return got
 
 
-def node_columns(snap: Snapshot, specs: tuple[ScoredResource, ...], idx: np.ndarray
-                 ) -> tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray]]:
-    """Per scored resource over ``idx``: allocatable, allocated before the pod, and with it."""
-    allocs, befores, withs = [], [], []
-    for s in specs:
-        allocs.append(snap.allocatable[:, s.column][idx])
-        source = snap.nonzero[:, s.nonzero] if s.nonzero >= 0 else snap.requested[:, s.column]
-        before = source[idx]
-        befores.append(before)
-        withs.append(before + s.request)
-    return allocs, befores, withs
+def node_rows(snap: Snapshot, scored: ScoredSet, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(allocatable, allocated before the pod) over ``idx``: (k, len(idx)) arrays, one row per resource."""
+    if scored.cpu_memory:
+        before = snap.nonzero.T if scored.specs[0].nonzero >= 0 else snap.requested.T[0:2]
+        return snap.allocatable.T[0:2].take(idx, axis=1), before.take(idx, axis=1)
+    alloc = np.empty((len(scored), len(idx)), dtype=np.int64)
+    before = np.empty_like(alloc)
+    for k, sp in enumerate(scored.specs):
+        alloc[k] = snap.allocatable[:, sp.column][idx]
+        source = snap.nonzero[:, sp.nonzero] if sp.nonzero >= 0 else snap.requested[:, sp.column]
+        before[k] = source[idx]
+    return alloc, before
 
 
-def offered_everywhere(snap: Snapshot, specs: tuple[ScoredResource, ...]) -> bool:
-    return all(snap.offered_everywhere(s.column) for s in specs)
+def offered_everywhere(snap: Snapshot, scored: ScoredSet) -> bool:
+    return all(snap.offered_everywhere(col) for col in scored.columns)
 
 
-def weighted_average(specs, allocs, per_resource_scores, rounding: str = "floor") -> np.ndarray:
-    """Σ score·weight / Σ weight over resources the node offers (0 when none)."""
-    n = len(allocs[0]) if allocs else 0
+def weighted_average(scored: ScoredSet, alloc: np.ndarray, per_resource: np.ndarray,
+                     rounding: str = "floor", everywhere: bool = False) -> np.ndarray:
+    """Σ score·weight / Σ weight over the resources each node offers (0 when none).
+
+    ``alloc`` and ``per_resource`` have one row per resource of ``scored``.
+    """
+    weights = scored.weights
+    if everywhere and rounding == "floor":  # every node offers every resource
+        if len(weights) == 2 and weights[0] == weights[1]:
+            total = per_resource[0] + per_resource[1]  # w·(a + b) // 2w == (a + b) // 2
+            total //= 2
+            return total
+        total = per_resource[0] * weights[0]
+        for k in range(1, len(weights)):
+            total += per_resource[k] * weights[k]
+        total //= sum(weights)
+        return total
+    n = alloc.shape[1]
     total = np.zeros(n, dtype=np.int64)
     wsum = np.zeros(n, dtype=np.int64)
-    for spec, alloc, score in zip(specs, allocs, per_resource_scores):
-        w = spec.weight
-        offered = alloc != 0
+    for k, w in enumerate(weights):
+        offered = alloc[k] != 0
         if rounding == "round":  # RequestedToCapacityRatio counts only positive scores
-            offered = offered & (score > 0)
-        total += np.where(offered, score * w, 0)
+            offered = offered & (per_resource[k] > 0)
+        total += np.where(offered, per_resource[k] * w, 0)
         wsum += np.where(offered, w, 0)
     safe = np.where(wsum == 0, 1, wsum)
     if rounding == "round":
