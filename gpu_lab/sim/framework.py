@@ -134,6 +134,21 @@ class Plugin:
     def normalize_score(self, ctx: CycleContext, scores: np.ndarray) -> np.ndarray:
         return scores
 
+    def score_key(self, pod: Pod) -> Any:
+        """For a node-local Score: a hashable key such that pods with equal keys get
+        the same raw score on every node, and a node's raw score changes only when
+        pods are bound to or removed from it (or the node itself changes). The
+        scheduler then keeps raw scores per key and rescores only the nodes that
+        changed since (with ``score_each`` when there are few). None (the
+        default): score every cycle."""
+        return None
+
+    def score_each(self, ctx: CycleContext, nodes: list[int]) -> list[int] | None:
+        """Raw scores of a few nodes, one node at a time as kube-scheduler's per-node
+        Score computes them (plain Python: cheaper than numpy for a handful). None
+        when the plugin only scores many nodes at once."""
+        return None
+
     def skips_pre_filter(self, pod: Pod) -> bool:
         """True when PreFilter returns Skip for this pod whatever the cluster holds
         (it depends on the pod and the plugin's args only). The scheduler then
@@ -165,7 +180,7 @@ def default_normalize(scores: np.ndarray, reverse: bool = False) -> np.ndarray:
     top = int(scores.max())
     if top == 0:
         if reverse:
-            return np.full_like(scores, MAX_NODE_SCORE)
+            return np.full(len(scores), MAX_NODE_SCORE, dtype=np.int64)
         return scores
     out = scores * MAX_NODE_SCORE // top
     if reverse:

@@ -28,12 +28,17 @@ from .framework import (
     UNRESOLVABLE,
     CycleContext,
     Diagnosis,
+    Plugin,
     PostFilterResult,
     Status,
 )
 from .profile import Profile, SchedulerConfig
 from .snapshot import Snapshot
 
+_UNSET = object()
+# Below this many changed nodes, node-local scores are refreshed one node at a time
+# (plain Python); above it, numpy over the changed nodes is cheaper.
+SCORE_ONE_BY_ONE = 8
 MIN_FEASIBLE_NODES_TO_FIND = 100
 MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
 NO_NODE_AVAILABLE_MSG = "0/{} nodes are available"
@@ -121,6 +126,9 @@ class Scheduler:
         self._static_masks: dict[tuple, np.ndarray] = {}
         self._static_version: tuple[int, int] = (-1, -1)
         self._to_find: dict[tuple[int, int], int] = {}
+        # Node-local raw scores per (plugin, score key): [raw over all nodes,
+        # position read in Snapshot.changed, change epoch, node version].
+        self._score_cache: dict[tuple, list] = {}
 
     @classmethod
     def from_config(cls, raw: dict | None, snapshot: Snapshot, seed: int | None = None,
@@ -149,14 +157,16 @@ class Scheduler:
 
     @staticmethod
     def _plan(pod: Pod, profile: Profile, phase: str) -> tuple[frozenset[str], list]:
-        """The plugins of a pre-phase that skip this pod whatever the cluster holds,
-        and the (plugin, weight) pairs that must be asked each cycle."""
+        """The plugins of a phase that skip this pod whatever the cluster holds, and
+        (plugin, weight, asks) for the others: asks is False for a plugin without
+        its own PreScore (nothing to ask)."""
         key = ("plan", phase, profile.token)
         plan = pod.memo.get(key)
         if plan is None:
             skips = "skips_pre_filter" if phase == "preFilter" else "skips_pre_score"
             static = frozenset(pl.name for pl in profile.at(phase) if getattr(pl, skips)(pod))
-            plan = static, [(pl, w) for pl, w in profile.weighted(phase) if pl.name not in static]
+            plan = static, [(pl, w, phase != "score" or pl.implements("pre_score"))
+                            for pl, w in profile.weighted(phase) if pl.name not in static]
             pod.memo[key] = plan
         return plan
 
@@ -164,7 +174,7 @@ class Scheduler:
         """PreFilter: the first rejection, every plugin that skips, and those that skipped this cycle only."""
         static, ask = self._plan(ctx.pod, profile, "preFilter")
         skipped_now: tuple[str, ...] = ()
-        for pl, _ in ask:
+        for pl, _, _ in ask:
             st = pl.pre_filter(ctx)
             if st is None:
                 continue
@@ -326,12 +336,13 @@ class Scheduler:
     def _score(self, ctx: CycleContext, profile: Profile, feasible: np.ndarray, attempt: Attempt) -> np.ndarray:
         total = None
         static, ask = self._plan(ctx.pod, profile, "score")
-        for pl, w in ask:
-            st = pl.pre_score(ctx, feasible)
-            if st is not None and st.code == SKIP:
-                attempt.skipped_score_plugins.append(pl.name)
-                continue
-            raw = pl.score(ctx, feasible)
+        for pl, w, asks in ask:
+            if asks:
+                st = pl.pre_score(ctx, feasible)
+                if st is not None and st.code == SKIP:
+                    attempt.skipped_score_plugins.append(pl.name)
+                    continue
+            raw = self._raw_scores(ctx, pl, feasible)
             norm = pl.normalize_score(ctx, raw)
             if self.record:
                 attempt.scores[pl.name] = PluginScores(raw, np.asarray(norm, dtype=np.int64), w)
@@ -343,6 +354,36 @@ class Scheduler:
         if total is None:
             return np.zeros(len(feasible), dtype=np.int64)
         return total
+
+    def _raw_scores(self, ctx: CycleContext, pl: Plugin, feasible: np.ndarray) -> np.ndarray:
+        """A plugin's raw scores over ``feasible``. Node-local ones (``score_key``) are kept
+        per key over all nodes; only nodes whose pods changed since are scored again:
+        one by one (``score_each``) when they are few, else together."""
+        memo_key = ("score_key", pl.token)
+        key = ctx.pod.memo.get(memo_key, _UNSET)
+        if key is _UNSET:
+            key = ctx.pod.memo[memo_key] = pl.score_key(ctx.pod)
+        if key is None:
+            return pl.score(ctx, feasible)
+        snap = self.snapshot
+        log, n = snap.changed, len(snap)
+        entry = self._score_cache.get((pl.token, key))
+        if entry is None or entry[2] != snap.change_epoch or entry[3] != snap.node_version \
+                or len(log) - entry[1] > n // 4:
+            if len(self._score_cache) >= 1024:
+                self._score_cache.clear()
+            entry = [pl.score(ctx, np.arange(n)), len(log), snap.change_epoch, snap.node_version]
+            self._score_cache[(pl.token, key)] = entry
+        elif entry[1] < len(log):
+            raw, stale = entry[0], list(set(log[entry[1]:]))
+            entry[1] = len(log)
+            each = pl.score_each(ctx, stale) if len(stale) <= SCORE_ONE_BY_ONE else None
+            if each is None:
+                raw[stale] = pl.score(ctx, np.array(stale))
+            else:
+                for i, v in zip(stale, each):
+                    raw[i] = v
+        return entry[0][feasible]
 
     def _fail(self, ctx: CycleContext, attempt: Attempt, n: int) -> Attempt:
         diagnosis = attempt.diagnosis

@@ -76,6 +76,10 @@ class Snapshot:
         # filter results cached per pod shape are only valid within one version.
         self.node_version = 0
         self.version = 0
+        # Every node whose pods changed, in order: caches of node-local results
+        # remember how far they have read. Restarted (with a new epoch) when long.
+        self.changed: list[int] = []
+        self.change_epoch = 0
         self._label_cols: dict[str, np.ndarray] = {}
         self._counters: dict[tuple, np.ndarray] = {}
         self.listeners: list[Callable[[Pod, int, int], None]] = []
@@ -189,7 +193,7 @@ class Snapshot:
         self.pod_node[pod.key] = i
         if self._counters or self.listeners:
             self._count(pod, i, +1)
-        self.version += 1
+        self._changed(i)
 
     def remove_pod(self, pod: Pod) -> int:
         i = self.pod_node.pop(pod.key)
@@ -201,8 +205,15 @@ class Snapshot:
         self.pods_on[i] = [p for p in self.pods_on[i] if p.key != pod.key]
         self.min_priority[i] = min((p.priority for p in self.pods_on[i]), default=NO_PODS_PRIORITY)
         self._count(pod, i, -1)
-        self.version += 1
+        self._changed(i)
         return i
+
+    def _changed(self, i: int) -> None:
+        self.version += 1
+        if len(self.changed) >= 1 << 16:
+            self.changed = []
+            self.change_epoch += 1
+        self.changed.append(i)
 
     def pod_count(self) -> np.ndarray:
         return self.requested[:, self.rindex["pods"]]

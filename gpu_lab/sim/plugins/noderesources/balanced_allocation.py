@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...framework import MAX_NODE_SCORE, CycleContext, Plugin, Status
-from .scoring import node_rows, offered_everywhere, pod_request, scored_resources
+from .scoring import node_rows, node_values, offered_everywhere, pod_request, scored_resources
 
 DEFAULT_RESOURCES = [{"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1}]
 
@@ -29,6 +29,12 @@ def _balance2_with_without(b0: np.ndarray, b1: np.ndarray, a0: np.ndarray, a1: n
     std /= 2
     balance = ((1 - std) * MAX_NODE_SCORE).astype(np.int64)
     return balance[1], balance[0]
+
+
+def _balance_of_two(u0: int, u1: int, a0: int, a1: int) -> int:
+    """One node's balance over two offered resources, in Go's float64 arithmetic."""
+    std = abs(min(float(u0) / float(a0), 1.0) - min(float(u1) / float(a1), 1.0)) / 2
+    return int((1 - std) * MAX_NODE_SCORE)
 
 
 def _balance(used: list[np.ndarray], allocs: list[np.ndarray]) -> np.ndarray:
@@ -80,6 +86,24 @@ class BalancedAllocation(Plugin):
 
     def pre_score(self, ctx: CycleContext, feasible: np.ndarray) -> Status | None:
         return self.skip if self.skips_pre_score(ctx.pod) else None
+
+    def score_key(self, pod):
+        # A node's score depends on the pod only through its requests of these resources.
+        return tuple(pod_request(pod, name, True) for name, _ in self.resource_weights)
+
+    def score_each(self, ctx: CycleContext, nodes: list[int]) -> list[int] | None:
+        scored = scored_resources(ctx.snapshot, ctx.pod, self.resource_weights, use_requested=True)
+        if len(scored) != 2:
+            return None  # the general case only over many nodes
+        r0, r1 = scored.specs[0].request, scored.specs[1].request
+        out = []
+        for (a0, u0), (a1, u1) in node_values(ctx.snapshot, scored, nodes):
+            if a0 == 0 or a1 == 0:
+                return None
+            with_pod = _balance_of_two(u0, u1, a0, a1)
+            without = _balance_of_two(u0 - r0, u1 - r1, a0, a1)
+            out.append(MAX_NODE_SCORE // 2 + (MAX_NODE_SCORE // 2 + with_pod - without) // 2)
+        return out
 
     def score(self, ctx: CycleContext, feasible: np.ndarray) -> np.ndarray:
         snap = ctx.snapshot

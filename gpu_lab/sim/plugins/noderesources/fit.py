@@ -21,9 +21,13 @@ from .scoring import (
     MAX_CUSTOM_PRIORITY_SCORE,
     is_scalar,
     least_requested,
+    least_requested_score,
     most_requested,
+    most_requested_score,
     node_rows,
+    node_values,
     offered_everywhere,
+    pod_request,
     requested_to_capacity,
     scored_resources,
     weighted_average,
@@ -148,6 +152,26 @@ class Fit(Plugin):
         return [shared[k] for k in which.tolist()]
 
     # ----------------------------------------------------------------- score
+    def score_key(self, pod):
+        # A node's score depends on the pod only through what it asks of the scored resources.
+        return tuple(pod_request(pod, name, False) for name, _ in self.resource_weights)
+
+    def score_each(self, ctx: CycleContext, nodes: list[int]) -> list[int] | None:
+        if self.strategy == "RequestedToCapacityRatio":
+            return None  # only over many nodes
+        scored = scored_resources(ctx.snapshot, ctx.pod, self.resource_weights, use_requested=False)
+        scorer = least_requested_score if self.strategy == "LeastAllocated" else most_requested_score
+        out = []
+        for values in node_values(ctx.snapshot, scored, nodes):
+            total = weights = 0
+            for (alloc, requested), weight in zip(values, scored.weights):
+                if alloc == 0:  # the node does not offer it: left out
+                    continue
+                total += scorer(requested, alloc) * weight
+                weights += weight
+            out.append(total // weights if weights else 0)
+        return out
+
     def score(self, ctx: CycleContext, feasible: np.ndarray) -> np.ndarray:
         snap = ctx.snapshot
         scored = scored_resources(snap, ctx.pod, self.resource_weights, use_requested=False)

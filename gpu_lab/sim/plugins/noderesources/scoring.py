@@ -108,6 +108,15 @@ def node_rows(snap: Snapshot, scored: ScoredSet, idx: np.ndarray) -> tuple[np.nd
     return alloc, before
 
 
+def node_values(snap: Snapshot, scored: ScoredSet, nodes: list[int]) -> list[list[tuple[int, int]]]:
+    """Per node: (allocatable, requested with the pod) per scored resource, as Python
+    ints: what kube-scheduler's per-node Score reads from one NodeInfo."""
+    alloc = snap.allocatable.item
+    reads = [(sp.column, snap.nonzero.item if sp.nonzero >= 0 else snap.requested.item,
+              sp.nonzero if sp.nonzero >= 0 else sp.column, sp.request) for sp in scored.specs]
+    return [[(alloc(i, col), before(i, at) + req) for col, before, at, req in reads] for i in nodes]
+
+
 def offered_everywhere(snap: Snapshot, scored: ScoredSet) -> bool:
     return all(snap.offered_everywhere(col) for col in scored.columns)
 
@@ -166,6 +175,20 @@ def most_requested(requested: np.ndarray, capacity: np.ndarray, everywhere: bool
     cap = np.where(capacity == 0, 1, capacity)
     s = np.minimum(requested, capacity) * MAX_NODE_SCORE // cap
     return np.where(capacity == 0, 0, s)
+
+
+def least_requested_score(requested: int, capacity: int) -> int:
+    """``leastRequestedScore`` for one node, in Go's integer arithmetic."""
+    if capacity == 0 or requested > capacity:
+        return 0
+    return (capacity - requested) * MAX_NODE_SCORE // capacity
+
+
+def most_requested_score(requested: int, capacity: int) -> int:
+    """``mostRequestedScore`` for one node."""
+    if capacity == 0:
+        return 0
+    return min(requested, capacity) * MAX_NODE_SCORE // capacity
 
 
 def go_div(a, b):
