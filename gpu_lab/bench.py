@@ -4,8 +4,9 @@ The workload: GPU node pools of several models (the H100 pool tainted for GPU
 work only, as clusters usually do) plus CPU nodes, and a pod mix of whole-GPU
 training/inference pods (with tolerations), CPU-only pods, pods pinned to a
 GPU product by nodeSelector, and pods with a preferred node affinity. We time
-the scheduling loop only (parsing is reported separately), with the default
-profile, and report peak resident memory of the process.
+the scheduling loop only (parsing and building the pods table are reported
+separately), with the default profile, and report peak resident memory of the
+process.
 """
 
 from __future__ import annotations
@@ -89,14 +90,17 @@ def run_bench(nodes: int = 1000, pods: int = 10000, seed: int = 0) -> dict[str, 
     t0 = time.perf_counter()
     lab.apply(docs)
     t1 = time.perf_counter()
-    lab.schedule()
+    # The scheduling loop alone; schedule() would also build the pods table, timed next.
+    lab._run_queue()
     t2 = time.perf_counter()
     df = lab.pods()
+    t3 = time.perf_counter()
     bound = int(df["node"].notna().sum())
     return {
         "nodes": nodes, "pods": pods, "seed": seed, "profile": "default",
         "bound": bound, "pending": pods - bound,
         "apply_seconds": round(t1 - t0, 3), "schedule_seconds": round(t2 - t1, 3),
+        "table_seconds": round(t3 - t2, 3),
         "pods_per_second": round(pods / (t2 - t1), 1) if t2 > t1 else None,
         "peak_rss_mb": round(peak_rss_mb(), 1),
         "python": platform.python_version(), "machine": platform.machine(),
@@ -140,6 +144,7 @@ def format_result(r: dict[str, Any]) -> str:
     return (f"{r['pods']} pods on {r['nodes']} nodes: {r['bound']} bound, {r['pending']} pending\n"
             f"  schedule: {r['schedule_seconds']} s  ({r['pods_per_second']} pods/s)\n"
             f"  apply (parse + validate): {r['apply_seconds']} s\n"
+            f"  pods table (DataFrame): {r['table_seconds']} s\n"
             f"  peak RSS: {r['peak_rss_mb']} MB")
 
 

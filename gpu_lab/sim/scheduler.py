@@ -54,6 +54,25 @@ def num_feasible_nodes_to_find(percentage: int, num_all_nodes: int) -> int:
     return max(num, MIN_FEASIBLE_NODES_TO_FIND)
 
 
+def feasible_window(passes: np.ndarray, start: int, to_find: int) -> tuple[np.ndarray, int]:
+    """``findNodesThatPassFilters``' walk: visit nodes from ``start`` round the ring,
+    keeping passing nodes, and stop at the ``to_find``-th one when more than that pass.
+    Returns the kept nodes in visiting order and how many nodes were processed (all of
+    them when it never stopped early).
+
+    Taken from the sorted passing indices rather than by walking: the same answer.
+    """
+    n = len(passes)
+    found = passes.nonzero()[0]
+    first = int(found.searchsorted(start))
+    if len(found) > to_find:
+        feasible = found[first:first + to_find]
+        if len(feasible) < to_find:
+            feasible = np.concatenate([feasible, found[:to_find - len(feasible)]])
+        return feasible, (int(feasible[-1]) - start) % n + 1
+    return (np.concatenate([found[first:], found[:first]]) if first else found), n
+
+
 def fit_error_message(num_all_nodes: int, diagnosis: Diagnosis) -> str:
     """``FitError.Error()``: "0/N nodes are available: <reasons>. <post-filter msg>"."""
     msg = NO_NODE_AVAILABLE_MSG.format(num_all_nodes) + ":"
@@ -129,6 +148,7 @@ class Scheduler:
         # Node-local raw scores per (plugin, score key): [raw over all nodes,
         # position read in Snapshot.changed, change epoch, node version].
         self._score_cache: dict[tuple, list] = {}
+        self.cache_scores = True  # off: every plugin scores the feasible nodes every cycle
 
     @classmethod
     def from_config(cls, raw: dict | None, snapshot: Snapshot, seed: int | None = None,
@@ -269,19 +289,8 @@ class Scheduler:
                 pct = self.config.percentage_of_nodes_to_score
             to_find = num_feasible_nodes_to_find(pct, n) if profile.phases["score"] else 1
             self._to_find[(profile.token, n)] = to_find
-        # Filter visits nodes from where the last cycle stopped and stops after
-        # to_find feasible ones: take them from the sorted feasible indices.
         start = self.next_start_node_index
-        found = passes.nonzero()[0]
-        first = int(found.searchsorted(start))
-        if len(found) > to_find:
-            feasible = found[first:first + to_find]
-            if len(feasible) < to_find:
-                feasible = np.concatenate([feasible, found[:to_find - len(feasible)]])
-            processed = (int(feasible[-1]) - start) % n + 1
-        else:
-            feasible = np.concatenate([found[first:], found[:first]]) if first else found
-            processed = n
+        feasible, processed = feasible_window(passes, start, to_find)
         self.next_start_node_index = (start + processed) % n
         attempt.feasible = feasible
 
@@ -363,7 +372,7 @@ class Scheduler:
         key = ctx.pod.memo.get(memo_key, _UNSET)
         if key is _UNSET:
             key = ctx.pod.memo[memo_key] = pl.score_key(ctx.pod)
-        if key is None:
+        if key is None or not self.cache_scores:
             return pl.score(ctx, feasible)
         snap = self.snapshot
         log, n = snap.changed, len(snap)
