@@ -19,6 +19,7 @@ from __future__ import annotations
 import random
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -35,7 +36,6 @@ from .framework import (
 from .profile import Profile, SchedulerConfig
 from .snapshot import Snapshot
 
-_UNSET = object()
 # Below this many changed nodes, node-local scores are refreshed one node at a time
 # (plain Python); above it, numpy over the changed nodes is cheaper.
 SCORE_ONE_BY_ONE = 8
@@ -145,9 +145,9 @@ class Scheduler:
         self._static_masks: dict[tuple, np.ndarray] = {}
         self._static_version: tuple[int, int] = (-1, -1)
         self._to_find: dict[tuple[int, int], int] = {}
-        # Node-local raw scores per (plugin, score key): [raw over all nodes,
-        # position read in Snapshot.changed, change epoch, node version].
+        # Node-local raw scores per (plugin, score key), valid for one node version.
         self._score_cache: dict[tuple, list] = {}
+        self._score_cache_state: tuple[int, int, int] = (-1, -1, -1)
         self.cache_scores = True  # off: every plugin scores the feasible nodes every cycle
 
     @classmethod
@@ -178,14 +178,15 @@ class Scheduler:
     @staticmethod
     def _plan(pod: Pod, profile: Profile, phase: str) -> tuple[frozenset[str], list]:
         """The plugins of a phase that skip this pod whatever the cluster holds, and
-        (plugin, weight, asks) for the others: asks is False for a plugin without
-        its own PreScore (nothing to ask)."""
+        (plugin, weight, asks, score key) for the others: asks is False for a plugin
+        without its own PreScore (nothing to ask)."""
         key = ("plan", phase, profile.token)
         plan = pod.memo.get(key)
         if plan is None:
             skips = "skips_pre_filter" if phase == "preFilter" else "skips_pre_score"
             static = frozenset(pl.name for pl in profile.at(phase) if getattr(pl, skips)(pod))
-            plan = static, [(pl, w, phase != "score" or pl.implements("pre_score"))
+            score = phase == "score"
+            plan = static, [(pl, w, not score or pl.implements("pre_score"), pl.score_key(pod) if score else None)
                             for pl, w in profile.weighted(phase) if pl.name not in static]
             pod.memo[key] = plan
         return plan
@@ -194,7 +195,7 @@ class Scheduler:
         """PreFilter: the first rejection, every plugin that skips, and those that skipped this cycle only."""
         static, ask = self._plan(ctx.pod, profile, "preFilter")
         skipped_now: tuple[str, ...] = ()
-        for pl, _, _ in ask:
+        for pl, _, _, _ in ask:
             st = pl.pre_filter(ctx)
             if st is None:
                 continue
@@ -345,13 +346,20 @@ class Scheduler:
     def _score(self, ctx: CycleContext, profile: Profile, feasible: np.ndarray, attempt: Attempt) -> np.ndarray:
         total = None
         static, ask = self._plan(ctx.pod, profile, "score")
-        for pl, w, asks in ask:
+        snap = self.snapshot
+        if self._score_cache_state != (snap.change_epoch, snap.node_version, len(snap)):
+            self._score_cache.clear()  # nodes changed, or the change log restarted
+            self._score_cache_state = (snap.change_epoch, snap.node_version, len(snap))
+        for pl, w, asks, key in ask:
             if asks:
                 st = pl.pre_score(ctx, feasible)
                 if st is not None and st.code == SKIP:
                     attempt.skipped_score_plugins.append(pl.name)
                     continue
-            raw = self._raw_scores(ctx, pl, feasible)
+            if key is None or not self.cache_scores:
+                raw = pl.score(ctx, feasible)
+            else:
+                raw = self._kept_scores(ctx, pl, key, feasible)
             norm = pl.normalize_score(ctx, raw)
             if self.record:
                 attempt.scores[pl.name] = PluginScores(raw, np.asarray(norm, dtype=np.int64), w)
@@ -364,25 +372,16 @@ class Scheduler:
             return np.zeros(len(feasible), dtype=np.int64)
         return total
 
-    def _raw_scores(self, ctx: CycleContext, pl: Plugin, feasible: np.ndarray) -> np.ndarray:
-        """A plugin's raw scores over ``feasible``. Node-local ones (``score_key``) are kept
-        per key over all nodes; only nodes whose pods changed since are scored again:
-        one by one (``score_each``) when they are few, else together."""
-        memo_key = ("score_key", pl.token)
-        key = ctx.pod.memo.get(memo_key, _UNSET)
-        if key is _UNSET:
-            key = ctx.pod.memo[memo_key] = pl.score_key(ctx.pod)
-        if key is None or not self.cache_scores:
-            return pl.score(ctx, feasible)
-        snap = self.snapshot
-        log, n = snap.changed, len(snap)
-        entry = self._score_cache.get((pl.token, key))
-        if entry is None or entry[2] != snap.change_epoch or entry[3] != snap.node_version \
-                or len(log) - entry[1] > n // 4:
+    def _kept_scores(self, ctx: CycleContext, pl: Plugin, key: Any, feasible: np.ndarray) -> np.ndarray:
+        """A node-local plugin's raw scores over ``feasible``, kept per score key over all
+        nodes: only nodes whose pods changed since are scored again, one by one
+        (``score_each``) when they are few, else together."""
+        log = self.snapshot.changed
+        entry = self._score_cache.get((pl.token, key))  # [raw over all nodes, log position read]
+        if entry is None or len(log) - entry[1] > len(self.snapshot) // 4:
             if len(self._score_cache) >= 1024:
                 self._score_cache.clear()
-            entry = [pl.score(ctx, np.arange(n)), len(log), snap.change_epoch, snap.node_version]
-            self._score_cache[(pl.token, key)] = entry
+            entry = self._score_cache[(pl.token, key)] = [pl.score(ctx, np.arange(len(self.snapshot))), len(log)]
         elif entry[1] < len(log):
             raw, stale = entry[0], list(set(log[entry[1]:]))
             entry[1] = len(log)
