@@ -159,6 +159,12 @@ class Plugin:
         """Like ``skips_pre_filter``, for PreScore."""
         return False
 
+    def same_everywhere(self, ctx: CycleContext) -> bool:
+        """True when this plugin's normalised score is the same on every node for this
+        pod: it then cannot change which node wins, and the scheduler leaves it out
+        when it is not recording explanations."""
+        return False
+
     def static_filter_key(self, pod: Pod) -> Any:
         """For a Filter that depends only on the node objects (labels, taints,
         spec), never on the pods bound to them: a hashable key such that pods with

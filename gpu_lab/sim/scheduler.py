@@ -351,6 +351,8 @@ class Scheduler:
             self._score_cache.clear()  # nodes changed, or the change log restarted
             self._score_cache_state = (snap.change_epoch, snap.node_version, len(snap))
         for pl, w, asks, key in ask:
+            if not self.record and pl.same_everywhere(ctx):
+                continue  # adds the same to every node's total: cannot change the choice
             if asks:
                 st = pl.pre_score(ctx, feasible)
                 if st is not None and st.code == SKIP:

@@ -201,3 +201,27 @@ def test_collector_pause_restores_the_previous_state():
     finally:
         gc.enable()
 
+
+
+# ------------------------------------------------ scores the same everywhere
+def _tainted_pair():
+    docs = [node_doc("a"), node_doc("b")]
+    docs[0]["spec"] = {"taints": [{"key": "spot", "value": "yes", "effect": "PreferNoSchedule"}]}
+    return docs
+
+
+@pytest.mark.parametrize("record", [False, True])
+def test_prefer_no_schedule_still_steers_pods_when_not_recording(record):
+    lab = gpu_lab.connect("sim", seed=0, record=record)
+    lab.apply(_tainted_pair() + [_manifest(f"p{i}") for i in range(3)])
+    assert set(lab.schedule()["node"]) == {"b"}
+
+
+def test_taint_toleration_is_left_out_only_where_it_gives_every_node_the_same_score():
+    plain = snapshot(node("a"), node("b"))
+    tainted = snapshot(node("a", taints=[("spot", "yes", "PreferNoSchedule")]), node("b"))
+    p = pod("p", cpu_m=100)
+    tolerant = pod("q", cpu_m=100, tolerations=[{"key": "spot", "operator": "Exists"}])
+    same = [ctx(x, s).profile.plugins["TaintToleration"].same_everywhere(ctx(x, s))
+            for x, s in ((p, plain), (p, tainted), (tolerant, tainted))]
+    assert same == [True, False, True]

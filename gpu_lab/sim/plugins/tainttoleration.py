@@ -54,7 +54,8 @@ class TaintToleration(Plugin):
     def filter_statuses(self, ctx: CycleContext, idx: np.ndarray) -> list[Status]:
         return [self.filter_status(ctx, 0)] * len(idx)
 
-    def score(self, ctx: CycleContext, feasible: np.ndarray) -> np.ndarray:
+    def _untolerated_prefer_no_schedule(self, ctx: CycleContext) -> np.ndarray:
+        """Per node, the PreferNoSchedule taints the pod does not tolerate."""
         # Only tolerations with effect PreferNoSchedule or empty count here.
         tols = [t for t in ctx.pod.tolerations if t.effect in ("", "PreferNoSchedule")]
 
@@ -71,7 +72,14 @@ class TaintToleration(Plugin):
                 dtype=np.int64,
             )
 
-        return self._cached(ctx, "score", compute)[feasible]
+        return self._cached(ctx, "score", compute)
+
+    def score(self, ctx: CycleContext, feasible: np.ndarray) -> np.ndarray:
+        return self._untolerated_prefer_no_schedule(ctx)[feasible]
+
+    def same_everywhere(self, ctx: CycleContext) -> bool:
+        # No node has a PreferNoSchedule taint the pod minds: 100 everywhere.
+        return self._cached(ctx, "none", lambda: not self._untolerated_prefer_no_schedule(ctx).any())
 
     def normalize_score(self, ctx: CycleContext, scores: np.ndarray) -> np.ndarray:
         return default_normalize(scores, reverse=True)
