@@ -56,6 +56,8 @@ spares the Filter run for reprieves that cannot fit.
 
 from __future__ import annotations
 
+from itertools import compress
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
@@ -227,7 +229,8 @@ class DefaultPreemption(Plugin):
                 if (diagnosis.node_status.get(i) or absent).code == UNSCHEDULABLE
             ]
         # Kubernetes walks a Go map here (random order); we use snapshot order.
-        out = [i for i, st in diagnosis.node_status.items() if st.code == UNSCHEDULABLE]
+        statuses = diagnosis.node_status
+        out = list(compress(statuses, map(UNSCHEDULABLE.__eq__, map(attrgetter("code"), statuses.values()))))
         out.sort()
         return out
 

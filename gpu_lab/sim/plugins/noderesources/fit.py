@@ -149,7 +149,7 @@ class Fit(Plugin):
             reasons = tuple(n for k, n in enumerate(names) if b >> (2 * k) & 1)
             unresolvable = any(b >> (2 * k + 1) & 1 for k in range(len(names)))
             shared.append(Status(UNRESOLVABLE if unresolvable else UNSCHEDULABLE, reasons, self.name))
-        return [shared[k] for k in which.tolist()]
+        return list(map(shared.__getitem__, which.tolist()))
 
     # ----------------------------------------------------------------- score
     def score_key(self, pod):
