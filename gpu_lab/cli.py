@@ -72,7 +72,7 @@ def cmd_explain(args) -> int:
 def cmd_bench(args) -> int:
     from .bench import main
 
-    return main(args.nodes, args.pods, args.seed, args.json, args.compare)
+    return main(args.nodes, args.pods, args.seed, args.json, args.compare, args.repeat)
 
 
 def cmd_controlplane(args) -> int:
@@ -122,6 +122,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--pods", type=int, default=10000)
     b.add_argument("--seed", type=int, default=0)
     b.add_argument("--json", action="store_true")
+    b.add_argument("--repeat", type=int, default=3, help="runs on fresh labs; the median is reported")
     b.add_argument("--compare", choices=["local"], help="also run it on the real kube-scheduler")
     b.set_defaults(func=cmd_bench)
 
