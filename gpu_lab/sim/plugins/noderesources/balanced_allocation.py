@@ -92,12 +92,12 @@ class BalancedAllocation(Plugin):
         return tuple(pod_request(pod, name, True) for name, _ in self.resource_weights)
 
     def score_each(self, ctx: CycleContext, nodes: list[int]) -> list[int] | None:
-        scored = scored_resources(ctx.snapshot, ctx.pod, self.resource_weights, use_requested=True)
+        scored = scored_resources(ctx.snapshot, ctx.pod, self.resource_weights, True, self.token)
         if len(scored) != 2:
             return None  # the general case only over many nodes
         r0, r1 = scored.specs[0].request, scored.specs[1].request
         out = []
-        for (a0, u0), (a1, u1) in node_values(ctx.snapshot, scored, nodes):
+        for (a0, a1), (u0, u1) in node_values(ctx.snapshot, scored, nodes):
             if a0 == 0 or a1 == 0:
                 return None
             with_pod = _balance_of_two(u0, u1, a0, a1)
@@ -107,7 +107,7 @@ class BalancedAllocation(Plugin):
 
     def score(self, ctx: CycleContext, feasible: np.ndarray) -> np.ndarray:
         snap = ctx.snapshot
-        scored = scored_resources(snap, ctx.pod, self.resource_weights, use_requested=True)
+        scored = scored_resources(snap, ctx.pod, self.resource_weights, True, self.token)
         if not len(scored):
             return np.full(len(feasible), 75, dtype=np.int64)  # both balances are 100
         if len(scored) == 2 and offered_everywhere(snap, scored):

@@ -159,22 +159,21 @@ class Fit(Plugin):
     def score_each(self, ctx: CycleContext, nodes: list[int]) -> list[int] | None:
         if self.strategy == "RequestedToCapacityRatio":
             return None  # only over many nodes
-        scored = scored_resources(ctx.snapshot, ctx.pod, self.resource_weights, use_requested=False)
+        scored = scored_resources(ctx.snapshot, ctx.pod, self.resource_weights, False, self.token)
         scorer = least_requested_score if self.strategy == "LeastAllocated" else most_requested_score
         out = []
-        for values in node_values(ctx.snapshot, scored, nodes):
+        for allocs, requests in node_values(ctx.snapshot, scored, nodes):
             total = weights = 0
-            for (alloc, requested), weight in zip(values, scored.weights):
-                if alloc == 0:  # the node does not offer it: left out
-                    continue
-                total += scorer(requested, alloc) * weight
-                weights += weight
+            for alloc, requested, weight in zip(allocs, requests, scored.weights):
+                if alloc:  # a resource the node does not offer is left out
+                    total += scorer(requested, alloc) * weight
+                    weights += weight
             out.append(total // weights if weights else 0)
         return out
 
     def score(self, ctx: CycleContext, feasible: np.ndarray) -> np.ndarray:
         snap = ctx.snapshot
-        scored = scored_resources(snap, ctx.pod, self.resource_weights, use_requested=False)
+        scored = scored_resources(snap, ctx.pod, self.resource_weights, False, self.token)
         if not len(scored):
             return np.zeros(len(feasible), dtype=np.int64)
         alloc, requested = node_rows(snap, scored, feasible)

@@ -71,9 +71,10 @@ class ScoredSet:
 
 
 def scored_resources(snap: Snapshot, pod: Pod, resources: tuple[tuple[str, int], ...],
-                     use_requested: bool) -> ScoredSet:
-    """The (name, weight) resources of a strategy that count for this pod, cached on the pod."""
-    key = ("scored_resources", resources, use_requested, snap.layout)
+                     use_requested: bool, owner: int) -> ScoredSet:
+    """The (name, weight) resources of a strategy that count for this pod, cached on the pod
+    under ``owner`` (the token of the plugin whose args list ``resources``)."""
+    key = ("scored_resources", owner, use_requested, snap.layout)
     got = pod.memo.get(key)
     if got is None:
         specs = []
@@ -108,13 +109,15 @@ def node_rows(snap: Snapshot, scored: ScoredSet, idx: np.ndarray) -> tuple[np.nd
     return alloc, before
 
 
-def node_values(snap: Snapshot, scored: ScoredSet, nodes: list[int]) -> list[list[tuple[int, int]]]:
-    """Per node: (allocatable, requested with the pod) per scored resource, as Python
+def node_values(snap: Snapshot, scored: ScoredSet, nodes: list[int]) -> list[tuple[list[int], list[int]]]:
+    """Per node: (allocatable, requested with the pod) of each scored resource, as Python
     ints: what kube-scheduler's per-node Score reads from one NodeInfo."""
-    alloc = snap.allocatable.item
+    alloc, out = snap.allocatable.item, []
     reads = [(sp.column, snap.nonzero.item if sp.nonzero >= 0 else snap.requested.item,
               sp.nonzero if sp.nonzero >= 0 else sp.column, sp.request) for sp in scored.specs]
-    return [[(alloc(i, col), before(i, at) + req) for col, before, at, req in reads] for i in nodes]
+    for i in nodes:
+        out.append(([alloc(i, col) for col, _, _, _ in reads], [before(i, at) + req for _, before, at, req in reads]))
+    return out
 
 
 def offered_everywhere(snap: Snapshot, scored: ScoredSet) -> bool:
