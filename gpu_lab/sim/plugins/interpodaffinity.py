@@ -241,6 +241,8 @@ def existing_terms(snap: Snapshot) -> _ExistingTerms:
         ref = weakref.ref(snap)
 
         def listener(pod: Pod, i: int, delta: int, idx: _ExistingTerms = idx) -> None:
+            if not has_pod_affinity(pod):
+                return  # nothing to index (a node change is noticed by existing_terms itself)
             s = ref()
             if idx.stale or s is None:
                 return
