@@ -12,6 +12,8 @@ from typing import Any
 
 import pandas as pd
 
+from .tables import NodeRow, PodRow, document, nodes_frame, pods_frame
+
 Source = str | Path | dict | list
 
 
@@ -27,12 +29,20 @@ class Session(abc.ABC):
         """Let the scheduler place every pending pod it can; returns ``pods()``."""
 
     @abc.abstractmethod
-    def pods(self) -> pd.DataFrame:
-        """One row per pod: namespace, name, node, phase, message, requests, devices."""
+    def _pod_rows(self) -> list[PodRow]:
+        """What the backend knows of each pod it shows."""
 
     @abc.abstractmethod
+    def _node_rows(self) -> list[NodeRow]:
+        """What the backend knows of each node."""
+
+    def pods(self) -> pd.DataFrame:
+        """One row per pod: namespace, name, node, phase, message, requests, devices."""
+        return pods_frame(self._pod_rows())
+
     def nodes(self) -> pd.DataFrame:
         """One row per node: capacity, allocatable and requested resources, GPU labels."""
+        return nodes_frame(self._node_rows())
 
     @abc.abstractmethod
     def explain(self, pod: str) -> Any:
@@ -42,6 +52,6 @@ class Session(abc.ABC):
     def reset(self) -> None:
         """Forget every object; start from an empty cluster."""
 
-    @abc.abstractmethod
     def to_dict(self) -> dict[str, Any]:
         """The ``gpu-lab run --json`` document."""
+        return document(self.backend, self._pod_rows(), self._node_rows())

@@ -13,7 +13,6 @@ import heapq
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
 
 import pandas as pd
 
@@ -36,7 +35,7 @@ from ..sim.plugins.defaultpreemption import lower_priority_nominated
 from ..sim.scheduler import Attempt, Scheduler
 from ..sim.snapshot import Snapshot
 from .base import Session, Source
-from .tables import NodeRow, PodRow, document, nodes_frame, pods_frame
+from .tables import NodeRow, PodRow
 
 # Events that can make a pod that failed on these plugins fit: another pod
 # landing (affinity, spread) as opposed to one leaving (everything).
@@ -469,11 +468,3 @@ class SimSession(Session):
                                 n.allocatable, requested))
         return rows
 
-    def pods(self) -> pd.DataFrame:
-        return pods_frame(self._pod_rows())
-
-    def nodes(self) -> pd.DataFrame:
-        return nodes_frame(self._node_rows())
-
-    def to_dict(self) -> dict[str, Any]:
-        return document(self.backend, self._pod_rows(), self._node_rows())

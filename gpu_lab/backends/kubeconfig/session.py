@@ -30,7 +30,6 @@ import copy
 import os
 import time
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 import yaml
@@ -42,7 +41,7 @@ from ...sim.explain import Explanation
 from ..base import Session, Source
 from ..local.client import ApiError, KubeClient, NotFound
 from ..local.session import pod_row
-from ..tables import NodeRow, PodRow, document, nodes_frame, pods_frame
+from ..tables import NodeRow, PodRow
 from ..waiting import wait_settled
 from . import MANAGED_LABEL, OWNED_LABEL
 from .inventory import Inventory, node_row, read_inventory, requested_by_node
@@ -345,9 +344,11 @@ class KubeconfigSession(Session):
 
     # ----------------------------------------------------------- reading
     def _pod_rows(self) -> list[PodRow]:
+        # gpu-lab's pods only: its namespace.
         return [pod_row(p) for p in self._our_pods()]
 
     def _node_rows(self) -> list[NodeRow]:
+        # Every node of the cluster, with what all pods bound there request.
         try:
             pods = self.client.list(
                 "Pod", field_selector="status.phase!=Succeeded,status.phase!=Failed"
@@ -360,20 +361,9 @@ class KubeconfigSession(Session):
         nodes = sorted(self.client.list("Node")["items"], key=lambda n: n["metadata"]["name"])
         return [node_row(n, requested.get(n["metadata"]["name"], {"pods": 0})) for n in nodes]
 
-    def pods(self) -> pd.DataFrame:
-        """gpu-lab's pods (its namespace only), in the shared table."""
-        return pods_frame(self._pod_rows())
-
-    def nodes(self) -> pd.DataFrame:
-        """Every node of the cluster, with what all pods bound there request."""
-        return nodes_frame(self._node_rows())
-
     def inventory(self, all_nodes: bool = False) -> Inventory:
         """The cluster's GPU nodes: GFD labels, allocatable, MIG state (read-only)."""
         return read_inventory(self.client, all_nodes=all_nodes)
-
-    def to_dict(self) -> dict[str, Any]:
-        return document(self.backend, self._pod_rows(), self._node_rows())
 
     def explain(self, pod: str) -> Explanation:
         """The real scheduler's account of a pod: its PodScheduled condition and the

@@ -25,7 +25,7 @@ from ...model.parse import parse_pod
 from ...model.scenario import load_documents, parse_scenario
 from ...sim.explain import Explanation
 from ..base import Session, Source
-from ..tables import NodeRow, PodRow, document, nodes_frame, pods_frame
+from ..tables import NodeRow, PodRow
 from ..waiting import wait_settled
 from .client import ApiError
 from .cluster import SCHEDULER, LocalCluster
@@ -265,14 +265,6 @@ class LocalSession(Session):
             )
         return rows
 
-    def pods(self) -> pd.DataFrame:
-        return pods_frame(self._pod_rows())
-
-    def nodes(self) -> pd.DataFrame:
-        return nodes_frame(self._node_rows())
-
-    def to_dict(self) -> dict[str, Any]:
-        return document(self.backend, self._pod_rows(), self._node_rows())
 
     def explain(self, pod: str) -> Explanation:
         """The real scheduler's own account: its PodScheduled condition and events."""
