@@ -201,20 +201,19 @@ def _new_tls_key():
     return ec.generate_private_key(ec.SECP256R1())
 
 
-def make_ca(cn: str = "gpu-lab-ca", days: int = CA_DAYS):
-    """A self-signed CA certificate and its key."""
-    key = _new_tls_key()
+def _builder(subject: x509.Name, issuer: x509.Name, key, days: int, ca: bool) -> x509.CertificateBuilder:
+    """What the CA and the leaf certificates share: names, validity (from five minutes
+    ago, for clock skew), the CA flag and the key usages that go with it."""
     now = _now()
-    name = _name(cn)
-    cert = (
+    return (
         x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
+        .subject_name(subject)
+        .issuer_name(issuer)
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - dt.timedelta(minutes=5))
         .not_valid_after(now + dt.timedelta(days=days))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
         .add_extension(
             x509.KeyUsage(
                 digital_signature=True,
@@ -222,13 +221,22 @@ def make_ca(cn: str = "gpu-lab-ca", days: int = CA_DAYS):
                 key_encipherment=False,
                 data_encipherment=False,
                 key_agreement=False,
-                key_cert_sign=True,
-                crl_sign=True,
+                key_cert_sign=ca,
+                crl_sign=ca,
                 encipher_only=False,
                 decipher_only=False,
             ),
             critical=True,
         )
+    )
+
+
+def make_ca(cn: str = "gpu-lab-ca", days: int = CA_DAYS):
+    """A self-signed CA certificate and its key."""
+    key = _new_tls_key()
+    name = _name(cn)
+    cert = (
+        _builder(name, name, key, days, ca=True)
         .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
         .sign(key, hashes.SHA256())
     )
@@ -238,30 +246,8 @@ def make_ca(cn: str = "gpu-lab-ca", days: int = CA_DAYS):
 def make_leaf(spec: LeafSpec, ca_cert: x509.Certificate, ca_key, days: int = LEAF_DAYS):
     """A certificate for ``spec`` signed by the CA, and its new key."""
     key = _new_tls_key()
-    now = _now()
     builder = (
-        x509.CertificateBuilder()
-        .subject_name(_name(spec.cn, spec.orgs))
-        .issuer_name(ca_cert.subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(minutes=5))
-        .not_valid_after(now + dt.timedelta(days=days))
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                key_cert_sign=False,
-                crl_sign=False,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
+        _builder(_name(spec.cn, spec.orgs), ca_cert.subject, key, days, ca=False)
         .add_extension(x509.ExtendedKeyUsage(list(spec.usages)), critical=False)
         .add_extension(
             x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()),
