@@ -9,6 +9,7 @@ PodTopologySpread and InterPodAffinity, so they live here once.
 from __future__ import annotations
 
 import weakref
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -27,6 +28,27 @@ def node_cache(snap: Snapshot) -> dict:
         got = {"version": snap.node_version, "n": len(snap)}
         _NODE_CACHE[snap] = got
     return got
+
+
+class NodeObjectCache:
+    """A plugin's values computed from the node objects alone, kept until a node changes."""
+
+    def __init__(self) -> None:
+        self._values: dict[Any, Any] = {}
+        self._version: tuple[int, int] = (0, -1)
+
+    def get(self, snap: Snapshot, key: Any, compute: Callable[[], Any]) -> Any:
+        version = (id(snap), snap.node_version)
+        if self._version != version:
+            self._values.clear()
+            self._version = version
+        got = self._values.get(key, _MISSING)
+        if got is _MISSING:
+            got = self._values[key] = compute()
+        return got
+
+
+_MISSING = object()
 
 
 def freeze(x: Any) -> Any:

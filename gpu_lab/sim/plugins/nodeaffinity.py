@@ -15,7 +15,7 @@ import numpy as np
 
 from ...model.selectors import NodeSelectorTerm
 from ..framework import UNRESOLVABLE, CycleContext, Plugin, Status, default_normalize
-from .helper import freeze, required_affinity_key, required_node_affinity_mask
+from .helper import NodeObjectCache, freeze, required_affinity_key, required_node_affinity_mask
 
 ERR_REASON_POD = "node(s) didn't match Pod's node affinity/selector"
 ERR_REASON_CONFLICT = "pod affinity terms conflict"
@@ -30,8 +30,7 @@ class NodeAffinity(Plugin):
 
     def __init__(self, args=None, handle=None):
         super().__init__(args, handle)
-        self._cache: dict[tuple, np.ndarray] = {}
-        self._version = -1
+        self._nodes = NodeObjectCache()
         added = (self.args.get("addedAffinity") or {})
         req = (added.get("requiredDuringSchedulingIgnoredDuringExecution") or {}).get("nodeSelectorTerms")
         self.added_terms = [NodeSelectorTerm.parse(t) for t in req] if req else None
@@ -39,16 +38,6 @@ class NodeAffinity(Plugin):
             (int(p.get("weight", 0)), NodeSelectorTerm.parse(p.get("preference") or {}))
             for p in added.get("preferredDuringSchedulingIgnoredDuringExecution") or []
         ]
-
-    def _cache_get(self, ctx: CycleContext, key: tuple, compute) -> np.ndarray:
-        if self._version != ctx.snapshot.node_version:
-            self._cache.clear()
-            self._version = ctx.snapshot.node_version
-        got = self._cache.get(key)
-        if got is None:
-            got = compute()
-            self._cache[key] = got
-        return got
 
     # ------------------------------------------------------------ filter
     def static_filter_key(self, pod):
@@ -89,7 +78,7 @@ class NodeAffinity(Plugin):
         mask = required_node_affinity_mask(ctx.snapshot, ctx.pod)
         if self.added_terms is None:
             return np.ones(len(ctx.snapshot), dtype=bool) if mask is None else mask
-        added = self._cache_get(ctx, ("added",), lambda: np.array(
+        added = self._nodes.get(ctx.snapshot, ("added",), lambda: np.array(
             [any(t.matches(n.name, n.labels) for t in self.added_terms) for n in ctx.snapshot.nodes], dtype=bool))
         return added if mask is None else added & mask
 
@@ -125,7 +114,7 @@ class NodeAffinity(Plugin):
                 dtype=np.int64,
             )
 
-        return self._cache_get(ctx, key, compute)[feasible]
+        return self._nodes.get(ctx.snapshot, key, compute)[feasible]
 
     def normalize_score(self, ctx: CycleContext, scores: np.ndarray) -> np.ndarray:
         return default_normalize(scores)

@@ -10,6 +10,7 @@ import numpy as np
 
 from ...model.objects import Taint
 from ..framework import UNRESOLVABLE, CycleContext, Plugin, Status
+from .helper import NodeObjectCache
 
 ERR_REASON_UNSCHEDULABLE = "node(s) were unschedulable"
 UNSCHEDULABLE_TAINT = Taint("node.kubernetes.io/unschedulable", "", "NoSchedule")
@@ -20,7 +21,7 @@ class NodeUnschedulable(Plugin):
 
     def __init__(self, args=None, handle=None):
         super().__init__(args, handle)
-        self._cordoned, self._version = np.zeros(0, dtype=bool), -1
+        self._nodes = NodeObjectCache()
 
     @staticmethod
     def _tolerates(pod) -> bool:
@@ -34,10 +35,8 @@ class NodeUnschedulable(Plugin):
         return self._tolerates(pod)
 
     def filter(self, ctx: CycleContext) -> np.ndarray:
-        if self._version != ctx.snapshot.node_version:
-            self._cordoned = np.array([n.unschedulable for n in ctx.snapshot.nodes], dtype=bool)
-            self._version = ctx.snapshot.node_version
-        cordoned = self._cordoned
+        cordoned = self._nodes.get(ctx.snapshot, "cordoned",
+                                   lambda: np.array([n.unschedulable for n in ctx.snapshot.nodes], dtype=bool))
         if not cordoned.any() or self._tolerates(ctx.pod):
             return np.ones(len(cordoned), dtype=bool)
         return ~cordoned

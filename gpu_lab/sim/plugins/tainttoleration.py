@@ -14,7 +14,7 @@ import numpy as np
 
 from ...model.objects import Toleration
 from ..framework import UNRESOLVABLE, CycleContext, Plugin, Status, default_normalize
-from .helper import tolerated_mask
+from .helper import NodeObjectCache, tolerated_mask
 
 ERR_REASON = "node(s) had untolerated taint(s)"
 
@@ -28,19 +28,10 @@ class TaintToleration(Plugin):
 
     def __init__(self, args=None, handle=None):
         super().__init__(args, handle)
-        self._cache: dict[tuple, np.ndarray] = {}
-        self._version = -1
+        self._nodes = NodeObjectCache()
 
-    def _cached(self, ctx: CycleContext, kind: str, compute) -> np.ndarray:
-        if self._version != ctx.snapshot.node_version:
-            self._cache.clear()
-            self._version = ctx.snapshot.node_version
-        key = (kind, _tolerations_key(ctx.pod.tolerations))
-        got = self._cache.get(key)
-        if got is None:
-            got = compute()
-            self._cache[key] = got
-        return got
+    def _cached(self, ctx: CycleContext, kind: str, compute):
+        return self._nodes.get(ctx.snapshot, (kind, _tolerations_key(ctx.pod.tolerations)), compute)
 
     def static_filter_key(self, pod):
         return _tolerations_key(pod.tolerations)
