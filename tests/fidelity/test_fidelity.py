@@ -59,3 +59,19 @@ def test_sim_agrees_with_the_real_scheduler(path, local_session):
             pytest.fail(f"{case.name} is listed as a known difference but now agrees: remove it")
         pytest.xfail(KNOWN[case.name])
     assert not diff, "\n".join(diff)
+
+
+@pytest.mark.controlplane
+def test_real_explanation_of_a_pending_pod_matches_the_simulator(local_session):
+    """explain() on the real backend: PodScheduled=False, the FailedScheduling event, and
+    the same message the simulator gives (which also shows per-plugin tables)."""
+    case = Case.load(HERE / "scenarios" / "insufficient_gpu.yaml")
+    local_session.reset()
+    run_case(case, local_session)
+    sim = gpu_lab.connect("sim", seed=0)
+    run_case(case, sim)
+    real = local_session.explain("default/too-big")
+    assert real.node is None and real.notes[0].startswith("PodScheduled=False (Unschedulable)")
+    assert any(n.startswith("FailedScheduling: 0/2 nodes are available") for n in real.notes)
+    assert real.message == sim.explain("default/too-big").message
+    assert real.filters.empty and "embedded scheduler" in real.notes[-1]

@@ -38,6 +38,7 @@ from ...errors import GpuLabError
 from ...model.scenario import load_documents, parse_scenario
 from ...model.validation import is_dns1123_label
 from ...sim.explain import Explanation
+from ..account import condition, scheduler_account
 from ..base import Session, Source
 from ..local.client import ApiError, KubeClient, NotFound
 from ..local.session import pod_row
@@ -55,7 +56,6 @@ WORKLOAD_KINDS = {
 }
 _TERMINAL = ("Succeeded", "Failed")
 _SETTLED_REASONS = ("Unschedulable", "SchedulingGated")
-_SCHEDULER_EVENTS = ("Scheduled", "FailedScheduling", "Preempted", "Preempting")
 
 
 class NodeChangeRefused(GpuLabError):
@@ -132,21 +132,6 @@ def open_client(
             )
     return client
 
-
-def _condition(pod: dict, kind: str) -> dict:
-    return next(
-        (c for c in (pod.get("status") or {}).get("conditions") or [] if c.get("type") == kind), {}
-    )
-
-
-def _event_time(e: dict) -> str:
-    return (
-        e.get("lastTimestamp")
-        or e.get("eventTime")
-        or e.get("firstTimestamp")
-        or (e.get("metadata") or {}).get("creationTimestamp")
-        or ""
-    )
 
 
 class KubeconfigSession(Session):
@@ -329,7 +314,7 @@ class KubeconfigSession(Session):
         status = pod.get("status") or {}
         if status.get("phase") in _TERMINAL or (pod.get("spec") or {}).get("nodeName"):
             return True
-        cond = _condition(pod, "PodScheduled")
+        cond = condition(pod, "PodScheduled")
         return cond.get("reason") in _SETTLED_REASONS and not status.get("nominatedNodeName")
 
     def _settled(self) -> bool:
@@ -370,41 +355,7 @@ class KubeconfigSession(Session):
         Scheduled/FailedScheduling/Preempt* events. ``name`` means gpu-lab's namespace;
         ``namespace/name`` reads any pod (reading changes nothing)."""
         ns, name = pod.split("/", 1) if "/" in pod else (self.namespace, pod)
-        obj = self.client.get("Pod", name, namespace=ns)
-        row = pod_row(obj)
-        events = self.client.list(
-            "Event",
-            namespace=ns,
-            field_selector=f"involvedObject.kind=Pod,involvedObject.name={name}",
-        )["items"]
-        events = sorted(
-            (e for e in events if e.get("reason") in _SCHEDULER_EVENTS), key=_event_time
-        )
-        notes = [f"{e.get('reason')}: {e.get('message')}" for e in events]
-        message = row.message
-        if not row.node and not message:
-            failed = [e for e in events if e.get("reason") == "FailedScheduling"]
-            message = failed[-1].get("message", "") if failed else ""
-        cond = _condition(obj, "PodScheduled")
-        if cond:
-            notes.insert(
-                0,
-                f"PodScheduled={cond.get('status')}"
-                + (f" ({cond['reason']})" if cond.get("reason") else ""),
-            )
-        notes.append(
-            "per-plugin filter and score tables come from the embedded scheduler "
-            "(backend sim); the real kube-scheduler reports only its decision and reasons"
-        )
-        return Explanation(
-            f"{ns}/{name}",
-            row.node,
-            message,
-            (obj.get("spec") or {}).get("schedulerName", ""),
-            pd.DataFrame(),
-            pd.DataFrame(),
-            notes,
-        )
+        return scheduler_account(self.client, ns, name)
 
     # ------------------------------------------------------------- nodes
     def _change_node(

@@ -24,6 +24,7 @@ from ...model.nodepool import node_from_manifest
 from ...model.parse import parse_pod
 from ...model.scenario import load_documents, parse_scenario
 from ...sim.explain import Explanation
+from ..account import condition, scheduler_account
 from ..base import Session, Source
 from ..tables import NodeRow, PodRow
 from ..waiting import wait_settled
@@ -34,12 +35,6 @@ DEVICES_ANNOTATION = "gpulab.dev/devices"
 SYSTEM_NAMESPACES = {"kube-system", "kube-public", "kube-node-lease", "default"}
 _CLUSTER_SCOPED = {"Namespace", "PriorityClass", "Node"}
 _TERMINAL = ("Succeeded", "Failed")
-
-
-def _condition(pod: dict, kind: str) -> dict:
-    return next(
-        (c for c in (pod.get("status") or {}).get("conditions") or [] if c.get("type") == kind), {}
-    )
 
 
 def pod_row(obj: dict) -> PodRow:
@@ -56,7 +51,7 @@ def pod_row(obj: dict) -> PodRow:
     for per in json.loads((meta.get("annotations") or {}).get(DEVICES_ANNOTATION) or "{}").values():
         for resource, ids in per.items():
             devices.setdefault(resource, []).extend(ids)
-    scheduled = _condition(obj, "PodScheduled")
+    scheduled = condition(obj, "PodScheduled")
     phase = status.get("phase") or "Pending"
     message = status.get("message") or ""
     reason = status.get("reason") or ""
@@ -210,7 +205,7 @@ class LocalSession(Session):
             phase = (p.get("status") or {}).get("phase")
             if phase in _TERMINAL or p["spec"].get("nodeName") and phase == "Running":
                 continue
-            if _condition(p, "PodScheduled").get("reason") == "Unschedulable" and not (
+            if condition(p, "PodScheduled").get("reason") == "Unschedulable" and not (
                 p.get("status") or {}
             ).get("nominatedNodeName"):
                 continue
@@ -269,31 +264,7 @@ class LocalSession(Session):
     def explain(self, pod: str) -> Explanation:
         """The real scheduler's own account: its PodScheduled condition and events."""
         ns, name = pod.split("/", 1) if "/" in pod else ("default", pod)
-        obj = self.client.get("Pod", name, namespace=ns)
-        row = pod_row(obj)
-        events = self.client.list(
-            "Event",
-            namespace=ns,
-            field_selector=f"involvedObject.kind=Pod,involvedObject.name={name}",
-        )["items"]
-        notes = [
-            f"{e.get('reason')}: {e.get('message')}"
-            for e in events
-            if e.get("reason") in ("Scheduled", "FailedScheduling", "Preempted", "Preempting")
-        ]
-        notes.append(
-            "per-plugin filter and score tables come from the embedded scheduler (backend sim); "
-            "the real kube-scheduler reports only its decision and reasons"
-        )
-        return Explanation(
-            f"{ns}/{name}",
-            row.node,
-            row.message,
-            obj["spec"].get("schedulerName", ""),
-            pd.DataFrame(),
-            pd.DataFrame(),
-            notes,
-        )
+        return scheduler_account(self.client, ns, name)
 
     # ------------------------------------------------------- device plugins
     def _agent_for(self, node: str):
