@@ -8,10 +8,7 @@ clock, which frees their resources for whoever waits.
 
 from __future__ import annotations
 
-import gc
 import heapq
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import pandas as pd
@@ -34,7 +31,7 @@ from ..sim.explain import Explanation, build_explanation
 from ..sim.plugins.defaultpreemption import lower_priority_nominated
 from ..sim.scheduler import Attempt, Scheduler
 from ..sim.snapshot import Snapshot
-from .base import Session, Source
+from .base import Session, Source, collector_paused
 from .tables import NodeRow, PodRow
 
 # Events that can make a pod that failed on these plugins fit: another pod
@@ -51,25 +48,6 @@ def _advertised_devices(node: Node) -> dict[str, list[str]]:
     if count and "nvidia.com/gpu" not in devices:
         devices["nvidia.com/gpu"] = gpu_uuids(node.name, count)
     return devices
-
-
-@contextmanager
-def collector_paused() -> Iterator[None]:
-    """Keep Python's cyclic garbage collector out of a scheduling run.
-
-    A run allocates no reference cycles (tests/sim/test_memory.py checks it), so
-    everything it frees goes at once by reference counting. A collector pass in
-    the middle would only re-scan the long-lived cluster objects (every parsed
-    manifest): on 10,000 pods one full pass costs about as much as scheduling
-    1,000 of them.
-    """
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 def _device_requests(pod: Pod) -> tuple[tuple[str, str, int], ...]:
@@ -126,8 +104,9 @@ class SimSession(Session):
     # ------------------------------------------------------------- apply
     def apply(self, src: Source) -> list[str]:
         docs = load_documents(src)
-        sc = parse_scenario(docs, known_priority_classes=dict(self._priority_classes),
-                            first_created=self._created)
+        with collector_paused():  # thousands of long-lived objects at once
+            sc = parse_scenario(docs, known_priority_classes=dict(self._priority_classes),
+                                first_created=self._created)
         # Check everything before changing anything: nothing half-applied.
         for n in sc.nodes:
             if n.name in self._nodes:

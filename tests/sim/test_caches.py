@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from simkit import ctx, node, pod, snapshot
 
 import gpu_lab
-from gpu_lab.backends.sim import collector_paused
+from gpu_lab.backends.base import collector_paused
 from gpu_lab.bench import node_pools, workload
 from gpu_lab.model.parse import parse_pod
 from gpu_lab.sim import scheduler as scheduler_module
