@@ -8,7 +8,6 @@ the pod converted to the internal units the scheduler reads.
 
 from __future__ import annotations
 
-import copy
 import hashlib
 from typing import Any
 
@@ -88,9 +87,9 @@ def parse_pod(raw: dict, *, priority_classes: dict[str, dict] | None = None, cre
         preemption_policy=policy,
         node_name=spec.get("nodeName") or "",
         node_selector=dict(spec.get("nodeSelector") or {}),
-        affinity=copy.deepcopy(spec.get("affinity") or {}),
+        affinity=spec.get("affinity") or {},  # spec is already our own copy (pod_defaults)
         tolerations=[_toleration(t) for t in spec.get("tolerations") or []],
-        topology_spread_constraints=copy.deepcopy(spec.get("topologySpreadConstraints") or []),
+        topology_spread_constraints=spec.get("topologySpreadConstraints") or [],
         host_ports=_host_ports(spec),
         containers=[_container(c) for c in spec.get("containers") or []],
         init_containers=[_container(c) for c in spec.get("initContainers") or []],
@@ -129,9 +128,19 @@ def resolve_priority(spec: dict, pod_name: str, classes: dict[str, dict]) -> tup
     return name, priority, policy
 
 
+def plain_copy(x: Any) -> Any:
+    """A deep copy of manifest data (dicts, lists and immutable scalars): what
+    ``copy.deepcopy`` gives, without its bookkeeping (a pod is copied thousands of times)."""
+    if isinstance(x, dict):
+        return {k: plain_copy(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [plain_copy(v) for v in x]
+    return x
+
+
 def template_defaults(spec: dict) -> dict:
     """The defaults every PodSpec gets (pod templates too): port protocol TCP."""
-    spec = copy.deepcopy(spec)
+    spec = plain_copy(spec)
     for c in _containers(spec):
         for p in _list(c.get("ports")):
             if isinstance(p, dict) and not p.get("protocol"):

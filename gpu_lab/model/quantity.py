@@ -7,6 +7,7 @@ and ``Value`` round up).
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from fractions import Fraction
@@ -46,7 +47,12 @@ def parse_quantity(value: object) -> Fraction:
         if not math.isfinite(value):
             raise QuantityError(f"quantities must match the regular expression '{QUANTITY_PATTERN}'")
         return Fraction(str(value))
-    text = str(value).strip()
+    return _parse_text(str(value).strip())
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_text(text: str) -> Fraction:
+    # Manifests repeat a handful of quantities ("8", "64Gi", "250m") thousands of times.
     m = _QUANTITY_RE.match(text)
     if not m or not _NUMBER_RE.match(m.group(1)):
         raise QuantityError(f"quantities must match the regular expression '{QUANTITY_PATTERN}'")
