@@ -6,6 +6,12 @@ last cycle stopped, until ``numFeasibleNodesToFind`` feasible nodes are found
 weighted sum -> highest total wins, ties broken at random (seeded) or, in
 deterministic mode, by the lowest node name.
 
+What kube-scheduler recomputes every cycle the simulator may keep, never changing
+a decision (tests/sim/test_caches.py): the combined mask of the filters that read only
+node objects (``static_filter_key``), which plugins skip a pod class whatever the cluster
+holds, and the raw scores of node-local score plugins per pod class, rescored only on
+nodes whose pods changed (``score_key``).
+
 Two v1.37 details are modelled approximately, and the README says so: without
 extenders the real scheduler breaks ties by heap order over the nodes in the order
 its parallel filter found them (its Randomizer stays 0), which we treat as random;
