@@ -344,10 +344,13 @@ class Scheduler:
         if plugins is None:
             plugins, masks = self._filter_masks(ctx, profile, skipped)
         attempt.skipped_filter_plugins = sorted(skipped)
-        attempt.filter_verdicts = {
-            pl.name: {int(i): pl.filter_status(ctx, int(i)).message() for i in np.flatnonzero(~m)}
-            for pl, m in zip(plugins, masks)
-        }
+        attempt.filter_verdicts = {}
+        for pl, m in zip(plugins, masks):
+            rejected = (~m).nonzero()[0]
+            statuses = pl.filter_statuses(ctx, rejected)
+            # Nodes with the same verdict share one Status: word each once.
+            words = {id(st): st.message() for st in dict(zip(map(id, statuses), statuses)).values()}
+            attempt.filter_verdicts[pl.name] = dict(zip(rejected.tolist(), (words[id(st)] for st in statuses)))
 
     def _score(self, ctx: CycleContext, profile: Profile, feasible: np.ndarray, attempt: Attempt) -> np.ndarray:
         total = None

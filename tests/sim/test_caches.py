@@ -8,6 +8,7 @@ refreshed node by node, the window walk, and the collector pause.
 from __future__ import annotations
 
 import gc
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,7 +21,7 @@ from gpu_lab.backends.base import collector_paused
 from gpu_lab.bench import node_pools, workload
 from gpu_lab.model.parse import parse_pod
 from gpu_lab.sim import scheduler as scheduler_module
-from gpu_lab.sim.scheduler import feasible_window
+from gpu_lab.sim.scheduler import Scheduler, feasible_window
 
 
 def _placements(lab) -> list[tuple]:
@@ -225,3 +226,30 @@ def test_taint_toleration_is_left_out_only_where_it_gives_every_node_the_same_sc
     same = [ctx(x, s).profile.plugins["TaintToleration"].same_everywhere(ctx(x, s))
             for x, s in ((p, plain), (p, tainted), (tolerant, tainted))]
     assert same == [True, False, True]
+
+
+# ----------------------------------------------------- recorded explanations
+GOLDEN = sorted(p for p in (Path(__file__).parent.parent / "scenarios").glob("*.yaml")
+                if not p.name.endswith(".expected.yaml"))
+
+
+def test_recorded_verdicts_word_every_node_as_filter_status_does(monkeypatch):
+    """explain()'s per-node filter table is built from filter_statuses (many nodes at once);
+    it must say, node by node, exactly what filter_status says."""
+    record = Scheduler._record_filters
+    compared = []
+
+    def record_and_compare(self, ctx, profile, skipped, attempt, plugins=None, masks=None):
+        record(self, ctx, profile, skipped, attempt, plugins, masks)
+        for pl, m in zip(*self._filter_masks(ctx, profile, skipped)):
+            one_by_one = {int(i): pl.filter_status(ctx, int(i)).message() for i in np.flatnonzero(~m)}
+            assert attempt.filter_verdicts[pl.name] == one_by_one, pl.name
+            compared.append(len(one_by_one))
+
+    monkeypatch.setattr(Scheduler, "_record_filters", record_and_compare)
+    for path in GOLDEN:
+        lab = gpu_lab.connect("sim", seed=0, record=True)
+        lab.apply(path)
+        lab.schedule()
+    _run(node_pools(30) + workload(300, seed=2), record=True)
+    assert sum(compared) > 1000  # it really compared rejected nodes
