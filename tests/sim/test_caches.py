@@ -253,3 +253,24 @@ def test_recorded_verdicts_word_every_node_as_filter_status_does(monkeypatch):
         lab.schedule()
     _run(node_pools(30) + workload(300, seed=2), record=True)
     assert sum(compared) > 1000  # it really compared rejected nodes
+
+
+def test_kept_scores_and_masks_follow_nodes_added_and_plugins_killed_mid_session():
+    def session(cache: bool) -> list[tuple]:
+        lab = gpu_lab.connect("sim", seed=1, record=False)
+        lab.scheduler.cache_scores = cache
+        lab.apply(node_pools(20) + workload(150, seed=7))
+        lab.schedule()
+        pools = node_pools(40)
+        for pool in pools:  # a second batch of nodes in new pools, while pods are bound
+            pool["metadata"]["name"] += "-b"
+        lab.apply(pools + [dict(p, metadata={**p["metadata"], "name": p["metadata"]["name"] + "-b"})
+                           for p in workload(150, seed=8)])
+        lab.schedule()
+        lab.kill_plugin("h100-b-0")
+        lab.apply([dict(p, metadata={**p["metadata"], "name": p["metadata"]["name"] + "-c"})
+                   for p in workload(100, seed=9)])
+        lab.schedule()
+        return _placements(lab)
+
+    assert session(True) == session(False)
