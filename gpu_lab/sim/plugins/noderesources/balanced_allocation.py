@@ -4,6 +4,12 @@ balanced_allocation.go (v1.37): the score rewards the *change* in balance the
 pod brings: 50 + (50 + with_pod - without_pod) / 2, where a balance score is
 (1 - standard deviation of the used fractions) * 100. It uses actual requests
 (no non-zero defaults) and skips best-effort pods entirely.
+
+The balance is written three times, for speed, and tests hold them equal: over
+many nodes with guards for resources a node lacks (``_balance``), over many nodes
+when every node offers cpu and memory (``_balance2_with_without``), and for one
+node in plain Python (``_balance_of_two``), which the scheduler uses to rescore the
+few nodes whose pods changed (tests/sim/test_caches.py).
 """
 
 from __future__ import annotations
