@@ -159,6 +159,10 @@ class Plugin:
         """Like ``skips_pre_filter``, for PreScore."""
         return False
 
+    # True when PreScore only ever returns what skips_pre_score says (it reads the pod
+    # and the args, nothing else): a pod it does not skip need not ask it again.
+    pre_score_decided_by_pod: ClassVar[bool] = False
+
     def same_everywhere(self, ctx: CycleContext) -> bool:
         """True when this plugin's normalised score is the same on every node for this
         pod: it then cannot change which node wins, and the scheduler leaves it out

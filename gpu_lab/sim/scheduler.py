@@ -184,15 +184,17 @@ class Scheduler:
     @staticmethod
     def _plan(pod: Pod, profile: Profile, phase: str) -> tuple[frozenset[str], list]:
         """The plugins of a phase that skip this pod whatever the cluster holds, and
-        (plugin, weight, asks, score key) for the others: asks is False for a plugin
-        without its own PreScore (nothing to ask)."""
+        (plugin, weight, asks, score key, may be constant) for the others: asks is False
+        for a plugin without a PreScore that could say more than its static skip, and
+        may be constant is True for one that can tell its score is the same everywhere."""
         key = ("plan", phase, profile.token)
         plan = pod.memo.get(key)
         if plan is None:
             skips = "skips_pre_filter" if phase == "preFilter" else "skips_pre_score"
             static = frozenset(pl.name for pl in profile.at(phase) if getattr(pl, skips)(pod))
             score = phase == "score"
-            plan = static, [(pl, w, not score or pl.implements("pre_score"), pl.score_key(pod) if score else None)
+            plan = static, [(pl, w, not score or (pl.implements("pre_score") and not pl.pre_score_decided_by_pod),
+                             pl.score_key(pod) if score else None, pl.implements("same_everywhere"))
                             for pl, w in profile.weighted(phase) if pl.name not in static]
             pod.memo[key] = plan
         return plan
@@ -201,7 +203,7 @@ class Scheduler:
         """PreFilter: the first rejection, every plugin that skips, and those that skipped this cycle only."""
         static, ask = self._plan(ctx.pod, profile, "preFilter")
         skipped_now: tuple[str, ...] = ()
-        for pl, _, _, _ in ask:
+        for pl, _, _, _, _ in ask:
             st = pl.pre_filter(ctx)
             if st is None:
                 continue
@@ -359,8 +361,8 @@ class Scheduler:
         if self._score_cache_state != (snap.change_epoch, snap.node_version, len(snap)):
             self._score_cache.clear()  # nodes changed, or the change log restarted
             self._score_cache_state = (snap.change_epoch, snap.node_version, len(snap))
-        for pl, w, asks, key in ask:
-            if not self.record and pl.same_everywhere(ctx):
+        for pl, w, asks, key, may_be_constant in ask:
+            if may_be_constant and not self.record and pl.same_everywhere(ctx):
                 continue  # adds the same to every node's total: cannot change the choice
             if asks:
                 st = pl.pre_score(ctx, feasible)

@@ -371,6 +371,8 @@ class InterPodAffinity(Plugin):
     # ------------------------------------------------------------ filter
     def pre_filter(self, ctx: CycleContext) -> Status | None:
         snap, pod = ctx.snapshot, ctx.pod
+        if not has_pod_affinity(pod) and not existing_terms(snap).groups[REQ_ANTI_AFFINITY]:
+            return self.skip  # the usual case, decided without parsing anything
         affinity = required_terms(pod, "podAffinity")
         anti = required_terms(pod, "podAntiAffinity")
         existing_anti = existing_terms(snap).groups[REQ_ANTI_AFFINITY]
@@ -481,6 +483,11 @@ class InterPodAffinity(Plugin):
         snap, pod = ctx.snapshot, ctx.pod
         key = self.name + "/score"
         ctx.data.pop(key, None)
+        if not has_pod_affinity(pod):
+            groups = existing_terms(snap).groups
+            if self.ignore_preferred_terms_of_existing_pods or not (
+                    groups[REQ_AFFINITY] or groups[PREF_AFFINITY] or groups[PREF_ANTI_AFFINITY]):
+                return self.skip  # the usual case, decided without parsing anything
         pref_affinity = preferred_terms(pod, "podAffinity")
         pref_anti = preferred_terms(pod, "podAntiAffinity")
         has_constraints = bool(pref_affinity) or bool(pref_anti)

@@ -27,6 +27,7 @@ def _node_affinity(pod) -> dict[str, Any]:
 
 class NodeAffinity(Plugin):
     name = "NodeAffinity"
+    pre_score_decided_by_pod = True
 
     def __init__(self, args=None, handle=None):
         super().__init__(args, handle)

@@ -79,6 +79,7 @@ def _balance(used: list[np.ndarray], allocs: list[np.ndarray]) -> np.ndarray:
 
 class BalancedAllocation(Plugin):
     name = "NodeResourcesBalancedAllocation"
+    pre_score_decided_by_pod = True
 
     def __init__(self, args=None, handle=None):
         super().__init__(args, handle)
