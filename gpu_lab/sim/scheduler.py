@@ -44,7 +44,7 @@ from .snapshot import Snapshot
 
 # Below this many changed nodes, node-local scores are refreshed one node at a time
 # (plain Python); above it, numpy over the changed nodes is cheaper.
-SCORE_ONE_BY_ONE = 8
+SCORE_ONE_BY_ONE = 12
 MIN_FEASIBLE_NODES_TO_FIND = 100
 MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
 NO_NODE_AVAILABLE_MSG = "0/{} nodes are available"

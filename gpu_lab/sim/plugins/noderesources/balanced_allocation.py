@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...framework import MAX_NODE_SCORE, CycleContext, Plugin, Status
-from .scoring import node_rows, node_values, offered_everywhere, pod_request, scored_resources
+from .scoring import node_rows, offered_everywhere, pod_request, scored_resources, value_readers
 
 DEFAULT_RESOURCES = [{"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1}]
 
@@ -102,14 +102,14 @@ class BalancedAllocation(Plugin):
         scored = scored_resources(ctx.snapshot, ctx.pod, self.resource_weights, True, self.token)
         if len(scored) != 2:
             return None  # the general case only over many nodes
-        r0, r1 = scored.specs[0].request, scored.specs[1].request
+        (alloc_of, c0, used_of, at0, r0, _), (_, c1, _, at1, r1, _) = value_readers(ctx.snapshot, scored)
         out = []
-        for (a0, a1), (u0, u1) in node_values(ctx.snapshot, scored, nodes):
+        for i in nodes:
+            a0, a1, b0, b1 = alloc_of(i, c0), alloc_of(i, c1), used_of(i, at0), used_of(i, at1)
             if a0 == 0 or a1 == 0:
                 return None
-            with_pod = _balance_of_two(u0, u1, a0, a1)
-            without = _balance_of_two(u0 - r0, u1 - r1, a0, a1)
-            out.append(MAX_NODE_SCORE // 2 + (MAX_NODE_SCORE // 2 + with_pod - without) // 2)
+            with_pod = _balance_of_two(b0 + r0, b1 + r1, a0, a1)
+            out.append(MAX_NODE_SCORE // 2 + (MAX_NODE_SCORE // 2 + with_pod - _balance_of_two(b0, b1, a0, a1)) // 2)
         return out
 
     def score(self, ctx: CycleContext, feasible: np.ndarray) -> np.ndarray:

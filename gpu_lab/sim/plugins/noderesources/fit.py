@@ -25,11 +25,11 @@ from .scoring import (
     most_requested,
     most_requested_score,
     node_rows,
-    node_values,
     offered_everywhere,
     pod_request,
     requested_to_capacity,
     scored_resources,
+    value_readers,
     weighted_average,
 )
 
@@ -161,12 +161,13 @@ class Fit(Plugin):
             return None  # only over many nodes
         scored = scored_resources(ctx.snapshot, ctx.pod, self.resource_weights, False, self.token)
         scorer = least_requested_score if self.strategy == "LeastAllocated" else most_requested_score
-        out = []
-        for allocs, requests in node_values(ctx.snapshot, scored, nodes):
+        readers, out = value_readers(ctx.snapshot, scored), []
+        for i in nodes:
             total = weights = 0
-            for alloc, requested, weight in zip(allocs, requests, scored.weights):
+            for alloc_of, col, used_of, at, request, weight in readers:
+                alloc = alloc_of(i, col)
                 if alloc:  # a resource the node does not offer is left out
-                    total += scorer(requested, alloc) * weight
+                    total += scorer(used_of(i, at) + request, alloc) * weight
                     weights += weight
             out.append(total // weights if weights else 0)
         return out

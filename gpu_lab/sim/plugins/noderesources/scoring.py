@@ -13,6 +13,7 @@ are skipped; the arithmetic is the same either way.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -109,15 +110,12 @@ def node_rows(snap: Snapshot, scored: ScoredSet, idx: np.ndarray) -> tuple[np.nd
     return alloc, before
 
 
-def node_values(snap: Snapshot, scored: ScoredSet, nodes: list[int]) -> list[tuple[list[int], list[int]]]:
-    """Per node: (allocatable, requested with the pod) of each scored resource, as Python
-    ints: what kube-scheduler's per-node Score reads from one NodeInfo."""
-    alloc, out = snap.allocatable.item, []
-    reads = [(sp.column, snap.nonzero.item if sp.nonzero >= 0 else snap.requested.item,
-              sp.nonzero if sp.nonzero >= 0 else sp.column, sp.request) for sp in scored.specs]
-    for i in nodes:
-        out.append(([alloc(i, col) for col, _, _, _ in reads], [before(i, at) + req for _, before, at, req in reads]))
-    return out
+def value_readers(snap: Snapshot, scored: ScoredSet) -> list[tuple[Any, int, Any, int, int, int]]:
+    """Per scored resource: how to read one node's allocatable and what it has allocated
+    (``reader(node, column)``), what the pod adds and its weight. Plain-Python access
+    to what kube-scheduler's per-node Score reads from one NodeInfo."""
+    return [(snap.allocatable.item, sp.column, snap.nonzero.item if sp.nonzero >= 0 else snap.requested.item,
+             sp.nonzero if sp.nonzero >= 0 else sp.column, sp.request, sp.weight) for sp in scored.specs]
 
 
 def offered_everywhere(snap: Snapshot, scored: ScoredSet) -> bool:
