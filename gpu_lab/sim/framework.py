@@ -11,7 +11,10 @@ per-node ``filter_status`` gives the reason in Kubernetes' words when asked.
 from __future__ import annotations
 
 import itertools
+from collections import Counter
 from dataclasses import dataclass, field
+from itertools import compress
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
@@ -65,7 +68,12 @@ class CycleContext:
 
 @dataclass(slots=True)
 class Diagnosis:
-    """Why a pod fits nowhere: each rejected node's status (framework.Diagnosis)."""
+    """Why a pod fits nowhere: each rejected node's status (framework.Diagnosis).
+
+    A status is given per node (``node_status``) or, as the scheduler records it,
+    for a group of nodes that share it (``groups``): on a large cluster most
+    rejected nodes share one of a few verdicts.
+    """
 
     node_status: dict[int, Status] = field(default_factory=dict)
     unschedulable_plugins: set[str] = field(default_factory=set)
@@ -73,6 +81,35 @@ class Diagnosis:
     post_filter_msg: str = ""
     # Set when PreFilter rejected: every node has this status.
     absent_status: Status | None = None
+    groups: list[tuple[Status, np.ndarray]] = field(default_factory=list)
+
+    def status_of(self, i: int) -> Status | None:
+        """Node i's status, if it was rejected."""
+        st = self.node_status.get(i)
+        if st is None:
+            st = next((s for s, idx in self.groups if i in idx), None)
+        return st
+
+    def rejected(self) -> int:
+        """How many nodes have a status."""
+        return len(self.node_status) + sum(len(idx) for _, idx in self.groups)
+
+    def nodes_with(self, code: str) -> list[int]:
+        """The rejected nodes whose status has this code, in snapshot order."""
+        statuses = self.node_status
+        out = list(compress(statuses, map(code.__eq__, map(attrgetter("code"), statuses.values()))))
+        for st, idx in self.groups:
+            if st.code == code:
+                out.extend(idx.tolist())
+        out.sort()
+        return out
+
+    def status_counts(self) -> list[tuple[Status, int]]:
+        """Each distinct status with how many nodes have it."""
+        statuses = list(self.node_status.values())
+        by_id = dict(zip(map(id, statuses), statuses))
+        out = [(by_id[sid], times) for sid, times in Counter(map(id, statuses)).items()]
+        return out + [(st, len(idx)) for st, idx in self.groups]
 
 
 @dataclass
@@ -122,6 +159,18 @@ class Plugin:
     def filter_statuses(self, ctx: CycleContext, idx: np.ndarray) -> list[Status]:
         """Statuses for many rejected nodes at once; plugins may vectorise this."""
         return [self.filter_status(ctx, int(i)) for i in idx]
+
+    def filter_status_groups(self, ctx: CycleContext, idx: np.ndarray) -> list[tuple[Status, np.ndarray]]:
+        """``filter_statuses`` grouped: each distinct Status with the nodes that share it."""
+        statuses = self.filter_statuses(ctx, idx)
+        ids = list(map(id, statuses))
+        if ids and ids.count(ids[0]) == len(ids):
+            return [(statuses[0], idx)]
+        members: dict[int, list[int]] = {}
+        for k, sid in enumerate(ids):
+            members.setdefault(sid, []).append(k)
+        by_id = dict(zip(ids, statuses))
+        return [(by_id[sid], idx[ks]) for sid, ks in members.items()]
 
     def pre_score(self, ctx: CycleContext, feasible: np.ndarray) -> Status | None:
         """Return ``Status(SKIP)`` to skip Score for this pod."""

@@ -23,7 +23,6 @@ spreading makes pods unsignable) but active under ``defaultingType: List`` profi
 from __future__ import annotations
 
 import random
-from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -86,13 +85,10 @@ def fit_error_message(num_all_nodes: int, diagnosis: Diagnosis) -> str:
         msg += f" {diagnosis.pre_filter_msg}."
     else:
         counts: dict[str, int] = {}
-        # Statuses are shared between nodes with the same verdict: count each once.
-        statuses = list(diagnosis.node_status.values())
-        by_id = dict(zip(map(id, statuses), statuses))
-        for sid, times in Counter(map(id, statuses)).items():
-            for r in by_id[sid].reasons:
+        for st, times in diagnosis.status_counts():
+            for r in st.reasons:
                 counts[r] = counts.get(r, 0) + times
-        absent = num_all_nodes - len(diagnosis.node_status)
+        absent = num_all_nodes - diagnosis.rejected()
         if absent > 0 and diagnosis.absent_status is not None:
             for r in diagnosis.absent_status.reasons:
                 counts[r] = counts.get(r, 0) + absent
@@ -319,9 +315,9 @@ class Scheduler:
                     if not len(idx):
                         continue
                     diagnosis.unschedulable_plugins.add(pl.name)
-                    verdicts = dict(zip(idx.tolist(), pl.filter_statuses(ctx, idx)))
-                    attempt.failed_by.update(verdicts)
-                    diagnosis.node_status.update(verdicts)
+                    diagnosis.groups.extend(pl.filter_status_groups(ctx, idx))
+                if self.record:
+                    attempt.failed_by = {i: st for st, idx in diagnosis.groups for i in idx.tolist()}
 
         if len(feasible) == 0:
             return self._fail(ctx, attempt, n)

@@ -56,8 +56,6 @@ spares the Filter run for reprieves that cannot fit.
 
 from __future__ import annotations
 
-from itertools import compress
-from operator import attrgetter
 from typing import Any
 
 import numpy as np
@@ -211,7 +209,7 @@ class DefaultPreemption(Plugin):
             return False, NOT_ELIGIBLE_NEVER
         nom = self._nominated_node(ctx)
         if nom is not None:
-            st = diagnosis.node_status.get(nom) or diagnosis.absent_status
+            st = diagnosis.status_of(nom) or diagnosis.absent_status
             if st is None or st.code == UNRESOLVABLE:
                 return True, ""
             for p in ctx.snapshot.pods_on[nom]:
@@ -226,13 +224,10 @@ class DefaultPreemption(Plugin):
         if absent is not None and absent.code == UNSCHEDULABLE:
             return [
                 i for i in range(len(ctx.snapshot))
-                if (diagnosis.node_status.get(i) or absent).code == UNSCHEDULABLE
+                if (diagnosis.status_of(i) or absent).code == UNSCHEDULABLE
             ]
         # Kubernetes walks a Go map here (random order); we use snapshot order.
-        statuses = diagnosis.node_status
-        out = list(compress(statuses, map(UNSCHEDULABLE.__eq__, map(attrgetter("code"), statuses.values()))))
-        out.sort()
-        return out
+        return diagnosis.nodes_with(UNSCHEDULABLE)
 
     # ---------------------------------------------------------- dry run
     def select_victims(self, ctx: CycleContext, i: int, victims: list[Pod], run, bound) -> tuple[list[Pod], Status | None]:
@@ -312,6 +307,7 @@ class DefaultPreemption(Plugin):
                 errors.append(st.message())
             statuses[i] = st
 
+        everywhere: list[tuple[Status, np.ndarray]] = []  # nodes that share one status
         if potential:
             offset = self.offset(len(potential))
             want = self.num_candidates(len(potential))
@@ -321,7 +317,7 @@ class DefaultPreemption(Plugin):
             has_victims = snap.min_priority[np.asarray(potential, dtype=np.int64)] < pod.priority
             no_victims = Status(UNRESOLVABLE, (NO_VICTIMS,), self.name)
             if not has_victims.any():
-                statuses = dict.fromkeys(potential, no_victims)
+                everywhere = [(no_victims, np.asarray(potential))]
                 potential = []
             for i, has in zip(potential, has_victims.tolist()):
                 if not has:
@@ -348,7 +344,8 @@ class DefaultPreemption(Plugin):
                 return self._result(None, [], Status(ERROR, ("preemption: " + _aggregate(errors),), self.name), "Noop")
             from ..scheduler import fit_error_message  # late: the scheduler imports the registry
 
-            inner = Diagnosis(node_status=statuses, absent_status=Status(UNRESOLVABLE, (NOT_HELPFUL,)))
+            inner = Diagnosis(node_status=statuses, absent_status=Status(UNRESOLVABLE, (NOT_HELPFUL,)),
+                              groups=everywhere)
             text = fit_error_message(len(snap), inner)
             # Kubernetes returns a PostFilterResult nominating "": it clears the pod's nomination.
             return self._result(None, [], Status(UNSCHEDULABLE, ("preemption: " + text,), self.name), "Override")

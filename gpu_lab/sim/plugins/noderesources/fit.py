@@ -128,6 +128,15 @@ class Fit(Plugin):
 
     def filter_statuses(self, ctx: CycleContext, idx: np.ndarray) -> list[Status]:
         """Vectorised ``filter_status``: nodes with the same shortfalls share one Status."""
+        shared, which = self._shortfalls(ctx, idx)
+        return list(map(shared.__getitem__, which.tolist()))
+
+    def filter_status_groups(self, ctx: CycleContext, idx: np.ndarray) -> list[tuple[Status, np.ndarray]]:
+        shared, which = self._shortfalls(ctx, idx)
+        return [(st, idx[which == k]) for k, st in enumerate(shared)]
+
+    def _shortfalls(self, ctx: CycleContext, idx: np.ndarray) -> tuple[list[Status], np.ndarray]:
+        """The distinct verdicts on nodes ``idx`` and, per node, which one is its."""
         snap = ctx.snapshot
         free = self._free(ctx)[idx]
         alloc = snap.allocatable[idx]
@@ -149,7 +158,7 @@ class Fit(Plugin):
             reasons = tuple(n for k, n in enumerate(names) if b >> (2 * k) & 1)
             unresolvable = any(b >> (2 * k + 1) & 1 for k in range(len(names)))
             shared.append(Status(UNRESOLVABLE if unresolvable else UNSCHEDULABLE, reasons, self.name))
-        return list(map(shared.__getitem__, which.tolist()))
+        return shared, which
 
     # ----------------------------------------------------------------- score
     def score_key(self, pod):
