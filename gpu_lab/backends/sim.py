@@ -11,6 +11,7 @@ from __future__ import annotations
 import heapq
 from dataclasses import dataclass, field
 
+import numpy as np
 import pandas as pd
 
 from ..deviceplugin.admission import (
@@ -48,6 +49,18 @@ def _advertised_devices(node: Node) -> dict[str, list[str]]:
     if count and "nvidia.com/gpu" not in devices:
         devices["nvidia.com/gpu"] = gpu_uuids(node.name, count)
     return devices
+
+
+def _admission_needs(snap: Snapshot, pod: Pod) -> list[tuple[int, int]]:
+    """(column, amount) of everything the pod asks for, and one pod slot: when a node
+    has that much free, the kubelet's resource check passes."""
+    key = ("admission_needs", snap.layout)
+    got = pod.memo.get(key)
+    if got is None:
+        vec = snap.request_vector(pod)  # may add columns
+        key = ("admission_needs", snap.layout)
+        got = pod.memo[key] = [(int(c), int(vec[c])) for c in np.flatnonzero(vec)]
+    return got
 
 
 def _device_requests(pod: Pod) -> tuple[tuple[str, str, int], ...]:
@@ -246,7 +259,8 @@ class SimSession(Session):
             self._reject(rec, node, UNEXPECTED_ADMISSION_ERROR, admission_error_message(err))
             return
         failure = None
-        if not (snap.free[i] >= snap.request_vector(pod)).all():  # room for all of it: admitted
+        free = snap.free.item
+        if not all(free(i, col) >= want for col, want in _admission_needs(snap, pod)):  # else: room for all of it
             used = {r: int(snap.requested[i, snap.rindex[r]]) for r in pod.requests if r in snap.rindex}
             pods_used = int(snap.requested[i, snap.rindex["pods"]])
             failure = fit_failure(pod.requests, used, pods_used, self._nodes[node].allocatable)
