@@ -83,9 +83,23 @@ def peak_rss_mb() -> float:
     return kb / 1024 if sys.platform != "darwin" else kb / 2**20
 
 
+def reference_seconds() -> float:
+    """How fast this machine runs plain Python right now: the best of three runs of a
+    fixed one-million-step loop. A shared machine's speed drifts (by a third on the
+    project's machine within an hour); this says in which state a figure was taken."""
+    best = float("inf")
+    for _ in range(3):
+        t, x = time.perf_counter(), 0
+        for i in range(1_000_000):
+            x += i
+        best = min(best, time.perf_counter() - t)
+    return round(best, 4)
+
+
 def run_bench(nodes: int = 1000, pods: int = 10000, seed: int = 0, repeat: int = 3) -> dict[str, Any]:
     """``repeat`` runs on fresh labs; the figures are the median run's (a shared
     machine's speed drifts by several percent from one second to the next)."""
+    reference = reference_seconds()
     runs = []
     for _ in range(max(1, repeat)):
         runs.append(_one_run(nodes, pods, seed))
@@ -96,6 +110,7 @@ def run_bench(nodes: int = 1000, pods: int = 10000, seed: int = 0, repeat: int =
     del out["placements"]
     out["repeat"] = len(runs)
     out["runs_pods_per_second"] = [r["pods_per_second"] for r in runs]
+    out["reference_loop_seconds"] = reference
     out["peak_rss_mb"] = round(peak_rss_mb(), 1)
     return out
 
@@ -164,6 +179,7 @@ def format_result(r: dict[str, Any]) -> str:
             f"{r['repeat']}: {', '.join(str(x) for x in r['runs_pods_per_second'])})\n"
             f"  apply (parse + validate): {r['apply_seconds']} s\n"
             f"  pods table (DataFrame): {r['table_seconds']} s\n"
+            f"  machine reference (1M-step Python loop): {r['reference_loop_seconds']} s\n"
             f"  peak RSS: {r['peak_rss_mb']} MB")
 
 

@@ -70,3 +70,4 @@ def test_bench_reports_its_figures():
     assert doc["pods"] == 100 and doc["bound"] + doc["pending"] == 100
     assert doc["pods_per_second"] > 0 and doc["peak_rss_mb"] > 0
     assert doc["repeat"] == 3 and sorted(doc["runs_pods_per_second"])[1] == doc["pods_per_second"]
+    assert 0 < doc["reference_loop_seconds"] < 10
