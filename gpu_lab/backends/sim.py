@@ -9,6 +9,7 @@ clock, which frees their resources for whoever waits.
 from __future__ import annotations
 
 import heapq
+import json
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -112,6 +113,7 @@ class SimSession(Session):
         self.snapshot = Snapshot()
         self.devices: dict[str, DeviceManager] = {}
         self._plugin_configs: dict[str, DevicePluginConfig] = {}
+        self._parsed_configs: dict[tuple, DevicePluginConfig] = {}
         self.scheduler = Scheduler.from_config(None, self.snapshot, self.seed, self.deterministic, self.record)
 
     # ------------------------------------------------------------- apply
@@ -246,10 +248,11 @@ class SimSession(Session):
         try:
             # The kubelet picks devices per container, then the plugin's Allocate
             # validates them exactly as NVIDIA's does (e.g. failRequestsGreaterThanOne).
+            devices = dm.devices if device_requests else {}
             for container, r, v in device_requests:
-                if r in dm.devices:
+                if r in devices:
                     ids = dm.allocate(pod.key, container, r, v)
-                    problem = allocation_problem(self._plugin_config(node), ids, dm.devices[r])
+                    problem = allocation_problem(self._plugin_config(node), ids, devices[r])
                     if problem:
                         raise DeviceAllocationError(
                             f'rpc error: code = Unknown desc = invalid allocation request for "{r}": '
@@ -286,8 +289,13 @@ class SimSession(Session):
         """The node's NVIDIA device-plugin config (NodePool spec.devicePlugin; defaults otherwise)."""
         cfg = self._plugin_configs.get(node)
         if cfg is None:
-            spec = self._nodes[node].raw.get("nodePool") or {}
-            cfg = parse_config(spec.get("devicePlugin"), f'NodePool "{self._nodes[node].pool}": spec.devicePlugin')
+            spec = (self._nodes[node].raw.get("nodePool") or {}).get("devicePlugin")
+            pool = self._nodes[node].pool
+            # The nodes of a pool share their config: parse each distinct one once.
+            key = (pool, json.dumps(spec, sort_keys=True, default=str))
+            cfg = self._parsed_configs.get(key)
+            if cfg is None:
+                cfg = self._parsed_configs[key] = parse_config(spec, f'NodePool "{pool}": spec.devicePlugin')
             self._plugin_configs[node] = cfg
         return cfg
 
