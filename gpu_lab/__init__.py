@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import typing as _typing
 
-from .errors import GpuLabError, InvalidObject
+from .errors import GpuLabError, InvalidObject, NotSupported
 
 if _typing.TYPE_CHECKING:
     from .backends.base import Session
+    from .backends.description import NodeDescription
     from .model.scenario import Scenario, load_scenario
     from .sim.explain import Explanation
 
@@ -24,13 +25,31 @@ if _typing.TYPE_CHECKING:
 # device-plugin process start fast.
 _LAZY = {
     "Session": ("backends.base", "Session"),
+    "NodeDescription": ("backends.description", "NodeDescription"),
+    "visible_devices_env": ("deviceplugin.manager", "visible_devices_env"),
     "Scenario": ("model.scenario", "Scenario"),
     "load_scenario": ("model.scenario", "load_scenario"),
     "Explanation": ("sim.explain", "Explanation"),
 }
 
 
+# Public namespaces, each with its own ``__all__``: GPU facts (catalog, MIG, sharing
+# model), charts, lab checks and the interview drill.
+_NAMESPACES = {
+    "gpus": "gpus",
+    "charts": "viz",
+    "labs": "curriculum.checks",
+    "drill": "curriculum.drill",
+}
+
+
 def __getattr__(name: str) -> _typing.Any:
+    if name in _NAMESPACES:
+        from importlib import import_module
+
+        value = import_module(f".{_NAMESPACES[name]}", __name__)
+        globals()[name] = value
+        return value
     if name in _LAZY:
         from importlib import import_module
 
@@ -48,12 +67,41 @@ __all__ = [
     "Explanation",
     "GpuLabError",
     "InvalidObject",
+    "NodeDescription",
+    "NotSupported",
     "Scenario",
     "Session",
     "__version__",
+    "backend_available",
+    "charts",
     "connect",
+    "drill",
+    "gpus",
+    "labs",
     "load_scenario",
+    "visible_devices_env",
 ]
+
+
+def backend_available(backend: str) -> tuple[bool, str]:
+    """Whether ``connect(backend)`` can work on this machine, and if not, what to do.
+
+    ``sim`` always can; ``local`` needs the control-plane binaries (``gpu-lab
+    controlplane build``). Lessons use it to run a real-scheduler cell only where
+    the control plane is built.
+    """
+    if backend == "sim":
+        return True, "the embedded scheduler needs nothing"
+    if backend == "local":
+        from .backends.local.build import find_binaries
+
+        if find_binaries() is None:
+            return False, "the control plane is not built: run `gpu-lab controlplane build` (needs Go)"
+        return True, "the control-plane binaries are built"
+    if backend in ("kind", "kubeconfig"):
+        return False, f'backend "{backend}": needs a cluster you create or own (see the README)'
+    return False, f'unknown backend "{backend}" (choose from {", ".join(BACKENDS)})'
+
 
 
 def connect(backend: str = "sim", *, seed: int | None = 0, deterministic: bool = False,

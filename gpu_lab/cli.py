@@ -17,17 +17,15 @@ def _session(args):
     from . import connect
 
     lab = connect(args.backend, seed=args.seed, deterministic=args.deterministic)
-    if args.backend == "local":
-        lab.reset()  # a run starts from an empty lab, like the simulator
+    lab.reset()  # a run starts from an empty cluster, whichever backend serves it
     lab.apply(args.scenario)
     lab.schedule()
     return lab
 
 
 def _finish(lab) -> None:
-    if getattr(lab, "backend", "") == "local":
-        lab.reset()  # the node agent lives in this process: leave the lab empty, not stale
-        lab.close()
+    lab.reset()  # leave nothing behind: on local the node agent lives in this process
+    lab.close()
 
 
 def _table(df, columns) -> str:
@@ -145,6 +143,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("probe", help="read-only NVML discovery of this machine's GPUs", add_help=False)
     sub.add_parser("inventory", help="read-only GPU inventory of an existing cluster (kubeconfig)",
                    add_help=False)
+    sub.add_parser("labs", help="generate labs/ from solutions/, or check that they agree", add_help=False)
+    sub.add_parser("drill", help="the interview question bank (export --json)", add_help=False)
 
     cp = sub.add_parser("controlplane", help="build the real Kubernetes components from source")
     cp.add_argument("rest", nargs=argparse.REMAINDER, help="build [--components ...] [--force]")
@@ -170,9 +170,22 @@ def cmd_inventory(args) -> int:
     return main(args.rest)
 
 
+def cmd_labs(args) -> int:
+    from .curriculum.labs import main
+
+    return main(args.rest)
+
+
+def cmd_drill(args) -> int:
+    from .curriculum.drill.cli import main
+
+    return main(args.rest)
+
+
 # Subcommands whose own parser takes every argument after the name (``--help`` included).
 _PASSTHROUGH = {"device-plugin": cmd_device_plugin, "controlplane": cmd_controlplane, "mig": cmd_mig,
-                "probe": cmd_probe, "inventory": cmd_inventory}
+                "probe": cmd_probe, "inventory": cmd_inventory,
+                "labs": cmd_labs, "drill": cmd_drill}
 _LOCAL = ("up", "down", "status", "logs", "kubeconfig")
 
 

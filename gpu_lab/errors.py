@@ -1,4 +1,4 @@
-"""The one exception type gpu-lab raises for bad input.
+"""The exception types gpu-lab raises: bad input, and calls a backend cannot serve.
 
 Every message is a single line that names the object and the field, in the
 API server's own words where Kubernetes has them, so the CLI can print
@@ -24,3 +24,7 @@ class InvalidObject(GpuLabError):
         # The API server's aggregate: one error bare, several in brackets.
         detail = self.errors[0] if len(self.errors) == 1 else "[" + ", ".join(self.errors) + "]"
         super().__init__(f'{kind} "{name}" is invalid: {detail}')
+
+
+class NotSupported(GpuLabError):
+    """A ``Session`` call this backend cannot serve; the message names the backend and why."""

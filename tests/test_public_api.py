@@ -4,16 +4,36 @@ import pytest
 
 import gpu_lab
 
-EXPECTED = {"BACKENDS", "Explanation", "GpuLabError", "InvalidObject", "Scenario", "Session",
-            "__version__", "connect", "load_scenario"}
+EXPECTED = {"BACKENDS", "Explanation", "GpuLabError", "InvalidObject", "NodeDescription",
+            "NotSupported", "Scenario", "Session", "__version__", "backend_available", "charts",
+            "connect", "drill", "gpus", "labs", "load_scenario", "visible_devices_env"}
+NAMESPACES = ("gpus", "charts", "labs", "drill")
 
 
 def test_all_is_the_public_surface():
     assert set(gpu_lab.__all__) == EXPECTED
+    for name in EXPECTED:
+        assert getattr(gpu_lab, name) is not None, name
     public = {n for n in vars(gpu_lab) if not n.startswith("_")} - {"annotations"}
     # subpackages are importable but private; everything else public must be in __all__
-    modules = {"backends", "errors", "model", "sim", "gpus", "deviceplugin", "bench", "cli", "probe", "fidelity"}
+    modules = {"backends", "errors", "model", "sim", "deviceplugin", "bench", "cli", "probe", "fidelity",
+               "viz", "curriculum"}
     assert public - modules <= EXPECTED
+
+
+@pytest.mark.parametrize("name", NAMESPACES)
+def test_public_namespaces_list_what_they_serve(name):
+    space = getattr(gpu_lab, name)
+    assert space.__all__, name
+    for attr in space.__all__:
+        assert getattr(space, attr) is not None, f"gpu_lab.{name}.{attr}"
+
+
+def test_backend_available_says_why_not():
+    assert gpu_lab.backend_available("sim")[0]
+    ok, why = gpu_lab.backend_available("local")
+    assert isinstance(ok, bool) and why
+    assert gpu_lab.backend_available("nope") == (False, 'unknown backend "nope" (choose from sim, local, kind, kubeconfig)')
 
 
 def test_connect_sim_round_trip():
@@ -87,7 +107,7 @@ spec:
     assert pods.set_index("phase").loc["Running", "start"] == 600
     pods = lab.advance()
     assert list(pods["phase"]) == ["Succeeded", "Succeeded"]
-    assert lab.clock == 1200
+    assert lab.now == 1200
 
 
 def test_kubelet_rejects_cpu_it_cannot_hold():
@@ -143,7 +163,9 @@ spec: {containers: [{name: c, image: x, resources: {limits: {nvidia.com/gpu: 1}}
     assert pods.loc["b", "message"] == (
         "Pod was rejected: Allocate failed due to requested number of devices unavailable for nvidia.com/gpu. "
         "Requested: 1, Available: 0, which is unexpected")
-    assert (lab.snapshot.requested <= lab.snapshot.allocatable).all()
+    node = lab.nodes().iloc[0]  # the rejected pod holds nothing
+    assert node["nvidia.com/gpu requested"] == 1 <= node["nvidia.com/gpu allocatable"]
+    assert node["cpu_requested"] <= node["cpu_allocatable"]
 
 
 def test_time_slicing_refuses_more_than_one_replica_like_the_plugin():
@@ -181,7 +203,8 @@ spec: {containers: [{name: c, image: x, resources: {limits: {nvidia.com/gpu: 2}}
     # the scheduler places it (2 of 4 replicas free), the plugin's Allocate refuses it
     assert pods.loc["two", "phase"] == "Failed" and pods.loc["two", "reason"] == "UnexpectedAdmissionError"
     assert "maximum request size for shared resources is 1; found 2" in pods.loc["two", "message"]
-    assert lab.snapshot.requested[0, lab.snapshot.rindex["nvidia.com/gpu"]] == 1
+    assert lab.nodes().loc[0, "nvidia.com/gpu requested"] == 1
+    assert lab.describe_node("l4-0").allocated["nvidia.com/gpu"] == "1"
 
 
 def test_plugin_crash_zeroes_allocatable_and_restart_recovers():
@@ -201,7 +224,9 @@ spec: {containers: [{name: c, image: x, resources: {limits: {nvidia.com/gpu: 2}}
     lab.kill_plugin("h100-0")
     node = lab.nodes().iloc[0]
     assert node["nvidia.com/gpu allocatable"] == 0
-    assert lab.snapshot.nodes[0].capacity["nvidia.com/gpu"] == 8  # capacity stays
+    assert node["nvidia.com/gpu capacity"] == 8  # capacity stays
+    d = lab.describe_node("h100-0")
+    assert (d.capacity["nvidia.com/gpu"], d.allocatable["nvidia.com/gpu"]) == ("8", "0")
     lab.apply("""
 apiVersion: v1
 kind: Pod
@@ -212,8 +237,8 @@ spec: {containers: [{name: c, image: x, resources: {limits: {nvidia.com/gpu: 1}}
     assert pods.loc["before", "phase"] == "Running"  # running pods keep their GPUs
     assert pods.loc["after", "message"].startswith("0/1 nodes are available: 1 Insufficient nvidia.com/gpu.")
     lab.advance(301)  # past the kubelet's 5-minute grace period capacity drops too
-    assert lab.snapshot.nodes[0].capacity["nvidia.com/gpu"] == 0
+    assert lab.nodes().loc[0, "nvidia.com/gpu capacity"] == 0
     lab.restart_plugin("h100-0")
     pods = lab.pods().set_index("name")
     assert pods.loc["after", "phase"] == "Running"
-    assert lab.snapshot.nodes[0].capacity["nvidia.com/gpu"] == 8
+    assert lab.describe_node("h100-0").capacity["nvidia.com/gpu"] == "8"

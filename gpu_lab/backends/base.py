@@ -1,7 +1,9 @@
 """What every backend serves: the same calls, the same tables, the same JSON.
 
 A lesson written against ``Session`` runs unchanged on the embedded simulator
-and on a real control plane; only ``connect(backend)`` differs.
+and on a real control plane; only ``connect(backend)`` differs. ``CONTRACT`` names
+every call; a backend that cannot serve one raises ``NotSupported`` with one line
+that names the backend and why, never ``AttributeError``.
 """
 
 from __future__ import annotations
@@ -15,7 +17,12 @@ from typing import Any
 
 import pandas as pd
 
+from ..errors import GpuLabError, NotSupported
+from .description import NodeDescription, describe
 from .tables import NodeRow, PodRow, document, nodes_frame, pods_frame
+
+CONTRACT = ("apply", "schedule", "pods", "nodes", "explain", "reset", "describe_node", "kill_plugin",
+            "restart_plugin", "label_node", "cordon", "advance", "delete", "close", "to_dict", "now")
 
 Source = str | Path | dict | list
 
@@ -41,6 +48,8 @@ def collector_paused() -> Iterator[None]:
 
 
 class Session(abc.ABC):
+    """One cluster, whichever backend runs it: ``gpu_lab.connect(backend)`` opens one."""
+
     backend: str = ""
 
     @abc.abstractmethod
@@ -76,6 +85,57 @@ class Session(abc.ABC):
     @abc.abstractmethod
     def reset(self) -> None:
         """Forget every object; start from an empty cluster."""
+
+    def describe_node(self, node: str) -> NodeDescription:
+        """What ``kubectl describe node`` shows: labels, taints, capacity, allocatable, the
+        node's pods and their allocated requests. ``print()`` it, or read its fields."""
+        if not isinstance(node, str):
+            raise GpuLabError(f"describe_node: node must be a name, not {type(node).__name__}")
+        rows = [r for r in self._node_rows() if r.name == node]
+        if not rows:
+            raise GpuLabError(f'nodes "{node}" not found')
+        return describe(rows[0], self._pod_rows())
+
+    def _unsupported(self, call: str, why: str) -> NotSupported:
+        return NotSupported(f'{call}: not on the "{self.backend}" backend: {why}')
+
+    def kill_plugin(self, node: str) -> None:
+        """The node's NVIDIA device plugin dies: allocatable GPUs drop to 0, capacity stays."""
+        raise self._unsupported("kill_plugin", "gpu-lab does not run this cluster's device plugins")
+
+    def restart_plugin(self, node: str) -> None:
+        """The device plugin comes back and re-registers its devices."""
+        raise self._unsupported("restart_plugin", "gpu-lab does not run this cluster's device plugins")
+
+    def label_node(self, node: str, labels: dict[str, str | None], *, evict: bool = False) -> list[str]:
+        """``kubectl label node``; ``nvidia.com/mig.config`` repartitions MIG GPUs."""
+        raise self._unsupported("label_node", "nodes are read-only here")
+
+    def cordon(self, node: str, unschedulable: bool = True) -> None:
+        """``kubectl cordon`` (``uncordon`` with ``unschedulable=False``)."""
+        raise self._unsupported("cordon", "nodes are read-only here")
+
+    def advance(self, seconds: float | None = None) -> pd.DataFrame:
+        """Move the clock ``seconds`` forward (None: until no timed pod runs); returns ``pods()``."""
+        raise self._unsupported("advance", "this cluster runs on real time only")
+
+    def delete(self, pod: str) -> None:
+        """Delete a pod (``namespace/name``, or ``name`` in default)."""
+        raise self._unsupported("delete", "this backend cannot delete pods")
+
+    def close(self) -> None:  # noqa: B027 - a no-op is right where nothing is held
+        """Release what the session holds (processes, connections); the cluster stays."""
+
+    @property
+    def now(self) -> float:
+        """Seconds on the session's clock (the simulated clock on ``sim``)."""
+        return 0.0
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
     def to_dict(self) -> dict[str, Any]:
         """The ``gpu-lab run --json`` document."""

@@ -99,9 +99,14 @@ class SimSession(Session):
         self.seed, self.deterministic, self.record = seed, deterministic, record
         self.reset()
 
+    @property
+    def now(self) -> float:
+        """Seconds on the simulated clock (``advance`` moves it)."""
+        return self._clock
+
     # ------------------------------------------------------------- state
     def reset(self) -> None:
-        self.clock = 0.0
+        self._clock = 0.0
         self._nodes: dict[str, Node] = {}
         self._records: dict[str, PodRecord] = {}
         self._priority_classes: dict[str, dict] = {}
@@ -110,11 +115,11 @@ class SimSession(Session):
         self._created = 0
         self._events: list[tuple[float, int, str]] = []
         self._event_seq = 0
-        self.snapshot = Snapshot()
-        self.devices: dict[str, DeviceManager] = {}
+        self._snapshot = Snapshot()
+        self._devices: dict[str, DeviceManager] = {}
         self._plugin_configs: dict[str, DevicePluginConfig] = {}
         self._parsed_configs: dict[tuple, DevicePluginConfig] = {}
-        self.scheduler = Scheduler.from_config(None, self.snapshot, self.seed, self.deterministic, self.record)
+        self._scheduler = Scheduler.from_config(None, self._snapshot, self.seed, self.deterministic, self.record)
 
     # ------------------------------------------------------------- apply
     def apply(self, src: Source) -> list[str]:
@@ -133,7 +138,7 @@ class SimSession(Session):
                 raise GpuLabError(f'namespaces "{p.namespace}" not found')
         new_scheduler = None
         if sc.scheduler_config is not None:
-            new_scheduler = Scheduler.from_config(sc.scheduler_config, self.snapshot, self.seed,
+            new_scheduler = Scheduler.from_config(sc.scheduler_config, self._snapshot, self.seed,
                                                   self.deterministic, self.record)
         for p in sc.pods:
             if p.annotations.get(DURATION_ANNOTATION):
@@ -146,14 +151,14 @@ class SimSession(Session):
         refs += [f"namespace/{k}" for k in sc.namespaces]
         if new_scheduler is not None:
             self._scheduler_config_raw = sc.scheduler_config
-            new_scheduler.nominated = self.scheduler.nominated
-            self.scheduler = new_scheduler
+            new_scheduler.nominated = self._scheduler.nominated
+            self._scheduler = new_scheduler
             refs.append("kubeschedulerconfiguration")
         if sc.nodes:
             for n in sc.nodes:
                 self._nodes[n.name] = n
-                self.devices[n.name] = self._device_manager(n)
-            self.snapshot.set_nodes(self._nodes.values())
+                self._devices[n.name] = self._device_manager(n)
+            self._snapshot.set_nodes(self._nodes.values())
             refs += [f"node/{n.name}" for n in sc.nodes]
         self._created = max([self._created] + [p.created + 1 for p in sc.pods])
         for p in sc.pods:
@@ -166,14 +171,14 @@ class SimSession(Session):
 
     def _admit_direct(self, rec: PodRecord) -> None:
         """spec.nodeName skips the scheduler; the kubelet's admission still checks fit."""
-        if rec.pod.node_name not in self.snapshot.index:
+        if rec.pod.node_name not in self._snapshot.index:
             rec.message = f'node "{rec.pod.node_name}" not found'
             return
         self._bind(rec, rec.pod.node_name)
 
     def _reject(self, rec: PodRecord, node: str, reason: str, message: str) -> None:
         rec.node, rec.phase, rec.reason, rec.message = node, "Failed", reason, message
-        self.scheduler.forget_nomination(rec.pod)
+        self._scheduler.forget_nomination(rec.pod)
 
     # ---------------------------------------------------------- schedule
     def _pending(self) -> list[PodRecord]:
@@ -200,7 +205,7 @@ class SimSession(Session):
             rec = self._records[key]
             if rec.phase != "Pending" or rec.node is not None:
                 continue
-            attempt = self.scheduler.schedule_one(rec.pod)
+            attempt = self._scheduler.schedule_one(rec.pod)
             rec.attempts += 1
             rec.attempt = attempt if self.record else None
             if attempt.node is not None:
@@ -215,18 +220,18 @@ class SimSession(Session):
             rec.unschedulable_plugins = set(attempt.diagnosis.unschedulable_plugins) if attempt.diagnosis else set()
             pf = attempt.post_filter
             if pf is not None and pf.nominated_node is None and pf.nominating_mode == "Override":
-                self.scheduler.forget_nomination(rec.pod)
+                self._scheduler.forget_nomination(rec.pod)
                 rec.nominated_node = None
             if pf is not None and pf.nominated_node is not None:
-                node_name = self.snapshot.nodes[pf.nominated_node].name
+                node_name = self._snapshot.nodes[pf.nominated_node].name
                 for victim in pf.victims:
                     self._evict(victim, rec.pod)
                 # Lower-priority pods nominated to that node lose their claim (the preemption executor).
-                for other in lower_priority_nominated(self.scheduler.nominated, rec.pod.priority,
+                for other in lower_priority_nominated(self._scheduler.nominated, rec.pod.priority,
                                                       pf.nominated_node):
-                    self.scheduler.forget_nomination(other)
+                    self._scheduler.forget_nomination(other)
                     self._records[other.key].nominated_node = None
-                self.scheduler.nominate(rec.pod, pf.nominated_node)
+                self._scheduler.nominate(rec.pod, pf.nominated_node)
                 rec.nominated_node = node_name
                 # Deleting pods frees room: everyone waiting gets another try.
                 for u in unschedulable:
@@ -240,10 +245,10 @@ class SimSession(Session):
 
     def _bind(self, rec: PodRecord, node: str) -> None:
         """The kubelet's admission, in its order: devices first, then the resource check."""
-        snap = self.snapshot
+        snap = self._snapshot
         i = snap.index[node]
         pod = rec.pod
-        dm = self.devices[node]
+        dm = self._devices[node]
         device_requests = _device_requests(pod)
         try:
             # The kubelet picks devices per container, then the plugin's Allocate
@@ -271,19 +276,19 @@ class SimSession(Session):
             dm.release(pod.key)
             self._reject(rec, node, *failure)
             return
-        self.snapshot.add_pod(pod, i)
-        if self.scheduler.nominated:
-            self.scheduler.forget_nomination(pod)
+        self._snapshot.add_pod(pod, i)
+        if self._scheduler.nominated:
+            self._scheduler.forget_nomination(pod)
         rec.node, rec.phase, rec.reason, rec.message = node, "Running", "", ""
         rec.nominated_node = None
         if device_requests:
             rec.devices = dm.pod_devices(pod.key)
             rec.container_devices = dm.allocations(pod.key)
-        rec.start_time = self.clock
+        rec.start_time = self._clock
         dur = pod.annotations.get(DURATION_ANNOTATION)
         if dur:
             self._event_seq += 1
-            heapq.heappush(self._events, (self.clock + parse_duration(dur), self._event_seq, pod.key))
+            heapq.heappush(self._events, (self._clock + parse_duration(dur), self._event_seq, pod.key))
 
     def _plugin_config(self, node: str) -> DevicePluginConfig:
         """The node's NVIDIA device-plugin config (NodePool spec.devicePlugin; defaults otherwise)."""
@@ -300,10 +305,10 @@ class SimSession(Session):
         return cfg
 
     def _release(self, rec: PodRecord) -> None:
-        if rec.node is not None and rec.pod.key in self.snapshot.pod_node:
-            self.snapshot.remove_pod(rec.pod)
-            self.devices[rec.node].release(rec.pod.key)
-        rec.end_time = self.clock
+        if rec.node is not None and rec.pod.key in self._snapshot.pod_node:
+            self._snapshot.remove_pod(rec.pod)
+            self._devices[rec.node].release(rec.pod.key)
+        rec.end_time = self._clock
 
     def _evict(self, victim: Pod, preemptor: Pod) -> None:
         rec = self._records[victim.key]
@@ -317,11 +322,11 @@ class SimSession(Session):
 
         ``seconds=None`` runs until no timed pod is left running.
         """
-        target = float("inf") if seconds is None else self.clock + seconds
+        target = float("inf") if seconds is None else self._clock + seconds
         self._run_queue()
         while self._events and self._events[0][0] <= target:
             t, _, key = heapq.heappop(self._events)
-            self.clock = t
+            self._clock = t
             rec = self._records.get(key)
             if rec is None or rec.phase != "Running":
                 continue
@@ -329,9 +334,9 @@ class SimSession(Session):
             rec.phase, rec.reason = "Succeeded", "Completed"
             self._run_queue()
         if seconds is not None:
-            self.clock = target
+            self._clock = target
         for name in self._nodes:  # grace periods may have run out
-            n, dm = self._nodes[name], self.devices[name]
+            n, dm = self._nodes[name], self._devices[name]
             if dm.capacity() != {r: n.capacity.get(r) for r in dm.capacity()}:
                 self._sync_device_status(name)
         self._run_queue()
@@ -362,7 +367,7 @@ class SimSession(Session):
                 rec.message = f"evicted from {node} to apply nvidia.com/mig.config={wanted}"
                 evicted.append(key)
             current = result.node
-            self.devices[node] = self._device_manager(current)
+            self._devices[node] = self._device_manager(current)
             self._plugin_configs.pop(node, None)
         new_labels = dict(current.labels)
         for k, v in labels.items():
@@ -374,21 +379,21 @@ class SimSession(Session):
                 new_labels[k] = v
         current.labels = new_labels
         self._nodes[node] = current
-        self.snapshot.set_nodes(self._nodes.values())
+        self._snapshot.set_nodes(self._nodes.values())
         self._run_queue()
         return evicted
 
     def _device_manager(self, node: Node) -> DeviceManager:
         """The node's kubelet device manager, on the simulated clock (grace periods elapse
         with ``advance``)."""
-        return DeviceManager(_advertised_devices(node), clock=lambda: self.clock)
+        return DeviceManager(_advertised_devices(node), clock=lambda: self._clock)
 
     def _sync_device_status(self, node: str) -> None:
         """Write the device manager's capacity/allocatable into the node, as the kubelet does."""
-        n, dm = self._nodes[node], self.devices[node]
+        n, dm = self._nodes[node], self._devices[node]
         n.capacity.update(dm.capacity())
         n.allocatable.update(dm.allocatable())
-        self.snapshot.touch_nodes()
+        self._snapshot.touch_nodes()
 
     def kill_plugin(self, node: str) -> None:
         """The node's device plugin dies: allocatable for its resources drops to 0 at once,
@@ -396,7 +401,7 @@ class SimSession(Session):
         Running pods keep their GPUs; new GPU pods stop landing there."""
         if node not in self._nodes:
             raise GpuLabError(f'nodes "{node}" not found')
-        dm = self.devices[node]
+        dm = self._devices[node]
         for resource in list(dm.devices):
             dm.endpoint_stopped(resource)
         self._sync_device_status(node)
@@ -406,7 +411,7 @@ class SimSession(Session):
         """The plugin comes back and re-registers: capacity and allocatable are restored."""
         if node not in self._nodes:
             raise GpuLabError(f'nodes "{node}" not found')
-        dm = self.devices[node]
+        dm = self._devices[node]
         for resource, ids in _advertised_devices(self._nodes[node]).items():
             dm.register(resource, None)
             dm.update_devices(resource, ids)
@@ -418,7 +423,7 @@ class SimSession(Session):
         if node not in self._nodes:
             raise GpuLabError(f'nodes "{node}" not found')
         self._nodes[node].unschedulable = unschedulable
-        self.snapshot.touch_nodes()
+        self._snapshot.touch_nodes()
         self._run_queue()
 
     def delete(self, pod: str) -> None:
@@ -426,7 +431,7 @@ class SimSession(Session):
         rec = self._record(pod)
         self._release(rec)
         del self._records[rec.pod.key]
-        self.scheduler.forget_nomination(rec.pod)
+        self._scheduler.forget_nomination(rec.pod)
         self._run_queue()
 
     # ----------------------------------------------------------- reading
@@ -438,6 +443,8 @@ class SimSession(Session):
         return rec
 
     def explain(self, pod: str) -> Explanation:
+        if not isinstance(pod, str):
+            raise GpuLabError(f"explain: pod must be \"namespace/name\" or a name, not {type(pod).__name__}")
         rec = self._record(pod)
         if rec.attempt is None:
             if rec.pod.node_name:
@@ -461,7 +468,7 @@ class SimSession(Session):
                 for r in self._records.values()]
 
     def _node_rows(self) -> list[NodeRow]:
-        snap = self.snapshot
+        snap = self._snapshot
         rows = []
         for i, n in enumerate(snap.nodes):
             requested = {res: int(snap.requested[i, snap.rindex[res]]) for res in snap.resources}

@@ -67,7 +67,8 @@ def pods_frame(rows: list[PodRow]) -> pd.DataFrame:
 
 
 def nodes_frame(rows: list[NodeRow]) -> pd.DataFrame:
-    gpu_resources = sorted({r for n in rows for r in (*n.allocatable, *n.requested) if r.startswith("nvidia.com/")})
+    gpu_resources = sorted({r for n in rows for r in (*n.capacity, *n.allocatable, *n.requested)
+                            if r.startswith("nvidia.com/")})
     data = []
     for n in rows:
         row: dict[str, Any] = {
@@ -75,12 +76,16 @@ def nodes_frame(rows: list[NodeRow]) -> pd.DataFrame:
             "pods": n.requested.get("pods", 0),
             "cpu_requested": n.requested.get("cpu", 0) / 1000,
             "cpu_allocatable": n.allocatable.get("cpu", 0) / 1000,
+            "cpu_capacity": n.capacity.get("cpu", 0) / 1000,
             "memory_requested_gib": n.requested.get("memory", 0) / 2**30,
             "memory_allocatable_gib": n.allocatable.get("memory", 0) / 2**30,
+            "memory_capacity_gib": n.capacity.get("memory", 0) / 2**30,
         }
+        # Capacity beside allocatable: a gap between them is how a dead device plugin shows.
         for r in gpu_resources:
             row[f"{r} requested"] = n.requested.get(r, 0)
             row[f"{r} allocatable"] = n.allocatable.get(r, 0)
+            row[f"{r} capacity"] = n.capacity.get(r, 0)
         row["unschedulable"] = n.unschedulable
         row["taints"] = ", ".join(f"{t.key}={t.value}:{t.effect}" if t.value else f"{t.key}:{t.effect}"
                                   for t in n.taints)

@@ -374,16 +374,30 @@ class KubeconfigSession(Session):
         }
         return self.client.patch("Node", node, patch, subresource=subresource)
 
-    def label_node(self, node: str, labels: dict[str, str | None]) -> dict:
+    def label_node(self, node: str, labels: dict[str, str | None], *, evict: bool = False) -> list[str]:
         """``kubectl label node``: set labels (None removes one). On a real GPU node,
-        changing ``nvidia.com/mig.config`` makes NVIDIA's MIG manager repartition it."""
-        return self._change_node(node, "labels", {"metadata": {"labels": dict(labels)}})
+        changing ``nvidia.com/mig.config`` makes NVIDIA's MIG manager repartition it; the
+        MIG manager, not gpu-lab, decides about the pods on it, so nothing is evicted here
+        (``evict`` is refused rather than ignored)."""
+        if evict:
+            raise self._unsupported("label_node(evict=True)",
+                                    "the cluster's MIG manager drains the node, not gpu-lab")
+        self._change_node(node, "labels", {"metadata": {"labels": dict(labels)}})
+        return []
 
-    def cordon(self, node: str, unschedulable: bool = True) -> dict:
+    def cordon(self, node: str, unschedulable: bool = True) -> None:
         """``kubectl cordon`` (``uncordon`` with False)."""
-        return self._change_node(
+        self._change_node(
             node, "spec.unschedulable", {"spec": {"unschedulable": bool(unschedulable)}}
         )
+
+    def delete(self, pod: str) -> None:
+        """Delete one of gpu-lab's pods (``name``, in gpu-lab's namespace)."""
+        ns, name = pod.split("/", 1) if "/" in pod else (self.namespace, pod)
+        if ns != self.namespace:
+            raise NamespaceRefused(
+                f'pods "{name}" is in namespace "{ns}": gpu-lab only deletes in "{self.namespace}"')
+        self.client.delete("Pod", name, namespace=ns)
 
     def taint_node(
         self, node: str, key: str, value: str = "", effect: str = "NoSchedule", remove: bool = False

@@ -115,8 +115,13 @@ class NodeAgent:
         dup = next((n for n in names if names.count(n) > 1), None)
         if dup:
             raise NodeAgentError(f'node "{dup}" is listed twice')
+        # The kubelet side's clock: real time plus what advance() added, so a lesson can
+        # skip the 5-minute device-plugin grace period or a pod's duration on a real
+        # control plane (whose own clock keeps real time).
+        self._skew = 0.0
         self.nodes: dict[str, SimNode] = {
-            n.name: SimNode(n, i, self.work_dir, grace_period) for i, n in enumerate(nodes)
+            n.name: SimNode(n, i, self.work_dir, grace_period, clock=self.now)
+            for i, n in enumerate(nodes)
         }
         self._stopping = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -129,6 +134,22 @@ class NodeAgent:
         self._started = False
         self._generation = 0  # a watch thread from before a stop() must not come back
         self.started_in: float | None = None
+
+    def now(self) -> float:
+        """Seconds on the node side's clock (monotonic, plus every ``advance``)."""
+        return time.monotonic() + self._skew
+
+    def advance(self, seconds: float) -> None:
+        """Move the node side's clock forward: grace periods run out and timed pods end
+        as if ``seconds`` had passed; the next status tick publishes the result."""
+        with self._timer_cond:
+            self._skew += float(seconds)
+            self._timer_cond.notify_all()
+
+    def time_to_last_timer(self) -> float:
+        """Seconds until the last queued pod ending (0 when none is queued)."""
+        with self._timer_cond:
+            return max((t - self.now() for t, *_ in self._timers), default=0.0)
 
     # ------------------------------------------------------------------ lifecycle
     def _new_client(self) -> KubeClient:
@@ -638,14 +659,14 @@ class NodeAgent:
         remaining = seconds if started is None else max(0.0, started + seconds - time.time())
         with self._timer_cond:
             heapq.heappush(
-                self._timers, (time.monotonic() + remaining, next(self._timer_seq), sn.name, st.uid)
+                self._timers, (self.now() + remaining, next(self._timer_seq), sn.name, st.uid)
             )
             self._timer_cond.notify_all()
 
     def _timer_loop(self) -> None:
         while not self._stopping.is_set():
             with self._timer_cond:
-                now = time.monotonic()
+                now = self.now()
                 due = []
                 while self._timers and self._timers[0][0] <= now:
                     due.append(heapq.heappop(self._timers))

@@ -20,7 +20,7 @@ from typing import Any
 import pandas as pd
 
 from ...errors import GpuLabError
-from ...model.nodepool import node_from_manifest
+from ...model.nodepool import MIG_CONFIG_LABEL, node_from_manifest
 from ...model.parse import parse_pod
 from ...model.scenario import load_documents, parse_scenario
 from ...sim.explain import Explanation
@@ -92,6 +92,7 @@ class LocalSession(Session):
         self._created: list[tuple[str, str, str | None]] = []  # (kind, name, namespace)
         self._expected_pods = 0
         self._custom_scheduler = False
+        self._started, self._advanced = time.monotonic(), 0.0
 
     # ------------------------------------------------------------- apply
     def _priority_classes(self) -> dict[str, dict]:
@@ -276,6 +277,56 @@ class LocalSession(Session):
     def _gpu_allocatable(self, node: str) -> int:
         alloc = self.client.get("Node", node)["status"].get("allocatable") or {}
         return sum(int(v) for k, v in alloc.items() if k.startswith("nvidia.com/"))
+
+    # --------------------------------------------------------------- nodes
+    def _node(self, node: str) -> dict:
+        try:
+            return self.client.get("Node", node)
+        except ApiError as err:
+            if err.code == 404:
+                raise GpuLabError(f'nodes "{node}" not found') from None
+            raise
+
+    def label_node(self, node: str, labels: dict[str, str | None], *, evict: bool = False) -> list[str]:
+        """``kubectl label node`` through the API server (None removes a label)."""
+        if MIG_CONFIG_LABEL in labels:
+            raise self._unsupported("label_node", f"changing {MIG_CONFIG_LABEL} needs NVIDIA's MIG "
+                                    "manager, which the node agent does not run yet (the sim does)")
+        self._node(node)
+        self.client.patch("Node", node, {"metadata": {"labels": dict(labels)}})
+        return []
+
+    def cordon(self, node: str, unschedulable: bool = True) -> None:
+        """``kubectl cordon`` (``uncordon`` with False): the real scheduler stops placing pods there."""
+        self._node(node)
+        self.client.patch("Node", node, {"spec": {"unschedulable": bool(unschedulable)}})
+
+    def delete(self, pod: str) -> None:
+        """Delete a pod at once (grace period 0); a controller's pod is replaced, as on any cluster."""
+        ns, name = pod.split("/", 1) if "/" in pod else ("default", pod)
+        self.client.delete("Pod", name, namespace=ns, grace_period_seconds=0)
+        self._wait(lambda: all(p["metadata"]["name"] != name or p["metadata"].get("namespace") != ns
+                               for p in self._user_pods()), f'pod "{ns}/{name}" to go')
+
+    def advance(self, seconds: float | None = None) -> pd.DataFrame:
+        """Move the node agents' clock: device-plugin grace periods and pod durations run as if
+        ``seconds`` had passed (None: until the last timed pod ends). The control plane keeps
+        real time, so scheduler backoff and node leases are unchanged."""
+        if seconds is not None and (isinstance(seconds, bool) or not isinstance(seconds, (int, float))
+                                    or seconds < 0):
+            raise GpuLabError(f"advance: seconds must be a non-negative number, not {seconds!r}")
+        step = seconds if seconds is not None else max(
+            [a.time_to_last_timer() for a in self.agents], default=0.0)
+        for agent in self.agents:
+            agent.advance(step)
+        self._advanced += step
+        time.sleep(0.3)  # two status ticks: the agents publish what the new time changed
+        return self.schedule()
+
+    @property
+    def now(self) -> float:
+        """Seconds since this session connected, plus what ``advance`` added."""
+        return time.monotonic() - self._started + self._advanced
 
     def kill_plugin(self, node: str) -> None:
         """Kill the node's device-plugin process: the kubelet side zeroes allocatable."""

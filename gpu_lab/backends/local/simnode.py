@@ -16,7 +16,9 @@ import logging
 import os
 import queue
 import tempfile
+import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -54,7 +56,8 @@ class SimNode:
     """One simulated node: its record, device manager, plugin and pods (the pods are
     touched only by the node's worker thread)."""
 
-    def __init__(self, node: Node, index: int, work_dir: Path, grace_period: float):
+    def __init__(self, node: Node, index: int, work_dir: Path, grace_period: float,
+                 clock: Callable[[], float] = time.monotonic):
         self.node, self.name, self.index = node, node.name, index
         self.ip = ns.node_ip(index)
         self.dir = work_dir / node.name
@@ -65,7 +68,7 @@ class SimNode:
         self.plugin: PluginProcess | None = None
         self.plugin_resources: set[str] = set()
         self.static_reason = ""
-        self.manager = self._plan(grace_period)
+        self.manager = self._plan(grace_period, clock)
         self.pods: dict[str, PodState] = {}
         self.queue: queue.Queue = queue.Queue()
         self.uid: str | None = None
@@ -76,7 +79,7 @@ class SimNode:
         self._ips = itertools.count()
 
     # ------------------------------------------------------------------ devices
-    def _plan(self, grace_period: float) -> DeviceManager:
+    def _plan(self, grace_period: float, clock: Callable[[], float]) -> DeviceManager:
         """A device plugin process when the fake plugin advertises exactly the record's
         devices; else fixed devices (or none)."""
         node = self.node
@@ -95,10 +98,10 @@ class SimNode:
                 why = f"the fake plugin would advertise {_counts(offered)}, not {_counts(node.devices)}"
             if offered is not None and offered == node.devices:
                 self.plugin_resources = set(offered)
-                return DeviceManager(grace_period=grace_period)
+                return DeviceManager(grace_period=grace_period, clock=clock)
             self.static_reason = why
             log.warning("%s: no device-plugin process (%s); fixed devices instead", node.name, why)
-        return DeviceManager(_fixed_devices(node), grace_period=grace_period)
+        return DeviceManager(_fixed_devices(node), grace_period=grace_period, clock=clock)
 
     @property
     def has_plugin(self) -> bool:
