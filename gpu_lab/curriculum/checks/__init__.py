@@ -1,0 +1,25 @@
+"""``gpu_lab.labs``: the check helpers a lab's check cells call.
+
+``gpu_lab.labs.lab02.check_fleet(lab)`` and friends live in one module per lab
+(``labNN.py``); each returns a ``Feedback`` or raises ``LabCheckFailed`` with specific
+feedback. ``Checklist`` is the builder they share.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import Any
+
+from .feedback import Checklist, Feedback, LabCheckFailed
+
+_LABS = ("lab01", "lab02", "lab03", "lab04", "lab05")
+
+__all__ = ["Checklist", "Feedback", "LabCheckFailed", *_LABS]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LABS:
+        module = import_module(f".{name}", __name__)
+        globals()[name] = module
+        return module
+    raise AttributeError(f"module 'gpu_lab.labs' has no attribute {name!r}")
