@@ -27,16 +27,62 @@ output published with GPU Operator installs; ``NVIDIA H200`` with
 name into ``NVIDIA-H200``). AWS prices are the us-east-1 Linux on-demand rates
 in the public price file dated 2026-09-25 (https://aws.amazon.com/ec2/pricing/on-demand/),
 as quoted by several public write-ups; re-check before relying on them.
+
+``reference`` is the machine a ``NodePool`` without ``cpu``/``memory`` is
+modelled on: the same AWS instance type the price comes from, with its GPU
+count, vCPUs and memory (GiB). A pool of ``N`` GPUs of the model gets the
+reference machine's vCPUs and memory *per GPU* times ``N``, so 8 H100 give
+``192`` cpu and ``2048Gi`` (a whole p5.48xlarge) and 4 L4 give ``16`` cpu and
+``64Gi`` (4 x g6.xlarge's 4 vCPU / 16 GiB). The figures, per instance type
+(GPUs, vCPUs, GiB): g4dn.xlarge 1 T4 / 4 / 16, g5.xlarge 1 A10G / 4 / 16,
+g6.xlarge 1 L4 / 4 / 16, g6e.xlarge 1 L40S / 4 / 32, p4d.24xlarge 8 A100-40GB /
+96 / 1152, p4de.24xlarge 8 A100-80GB / 96 / 1152, p5.48xlarge 8 H100 / 192 /
+2048, p5en.48xlarge 8 H200 / 192 / 2048. AWS publishes them on
+https://aws.amazon.com/ec2/instance-types/ and
+https://docs.aws.amazon.com/ec2/latest/instancetypes/ac.html; we checked them
+(November 2026) against AWS Batch's GPU job table
+(https://docs.aws.amazon.com/batch/latest/userguide/gpu-jobs.html: g4dn, g5,
+g6), Red Hat's ROSA instance list
+(https://github.com/openshift/openshift-docs/blob/main/modules/rosa-sdpolicy-am-aws-compute-types.adoc:
+p4d, p4de, p5, g4dn, g5), TorchX's AWS named resources
+(https://github.com/meta-pytorch/torchx/blob/main/torchx/specs/named_resources_aws.py:
+p4d, p4de, p5, p5en, g4dn, g5, g6e) and dstack's p5en offer listing
+(https://github.com/dstackai/dstack/pull/4110: p5en.48xlarge, 192 vCPU, 2048 GB,
+8 x H200).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from fractions import Fraction
+from math import ceil
 
 from ..errors import GpuLabError
 
 AWS_ON_DEMAND = "https://aws.amazon.com/ec2/pricing/on-demand/"
 AWS_PRICE_DATE = "2026-09-25"
+AWS_INSTANCE_TYPES = "https://aws.amazon.com/ec2/instance-types/"
+
+
+@dataclass(frozen=True)
+class ReferenceMachine:
+    """The cloud machine a model's NodePool defaults are scaled from."""
+
+    instance_type: str  # e.g. "p5.48xlarge"
+    gpus: int
+    vcpus: int
+    memory_gib: int
+    source: str
+
+    def cpu(self, gpus: int) -> str:
+        """vCPUs per GPU times ``gpus``, as a quantity (``"192"``, or millicores if fractional)."""
+        v = Fraction(self.vcpus * gpus, self.gpus)
+        return str(v.numerator) if v.denominator == 1 else f"{ceil(v * 1000)}m"
+
+    def memory(self, gpus: int) -> str:
+        """Memory per GPU times ``gpus``, as a quantity (``"2048Gi"``, or ``Mi`` if fractional)."""
+        v = Fraction(self.memory_gib * gpus, self.gpus)
+        return f"{v.numerator}Gi" if v.denominator == 1 else f"{ceil(v * 1024)}Mi"
 
 
 @dataclass(frozen=True)
@@ -52,13 +98,18 @@ class GpuModel:
     price_source: str
     price_date: str
     aliases: tuple[str, ...] = ()
+    reference: ReferenceMachine | None = None  # default cpu/memory for NodePools
 
     def __str__(self) -> str:
         return self.name
 
 
-def _aws(instance: str, instance_price: float, gpus: int) -> dict:
+def _aws(instance: str, instance_price: float, gpus: int, vcpus: int, memory_gib: int) -> dict:
     return {
+        "reference": ReferenceMachine(
+            instance, gpus, vcpus, memory_gib,
+            f"AWS EC2 {instance}: {gpus} GPU{'s' if gpus > 1 else ''}, {vcpus} vCPUs, "
+            f"{memory_gib} GiB ({AWS_INSTANCE_TYPES})"),
         "price_per_hour": round(instance_price / gpus, 4),
         "price_source": (
             f"AWS EC2 On-Demand, us-east-1 Linux: {instance} ${instance_price}/h"
@@ -71,32 +122,32 @@ def _aws(instance: str, instance_price: float, gpus: int) -> dict:
 _ENTRIES = (
     # Turing, compute 7.5, no MIG. g4dn.xlarge has one T4.
     GpuModel("T4", "Tesla-T4", 15360, "turing", 7, 5, False,
-             **_aws("g4dn.xlarge", 0.526, 1),
+             **_aws("g4dn.xlarge", 0.526, 1, 4, 16),
              aliases=("nvidia-tesla-t4", "nvidia-t4")),
     # Ampere GA102, compute 8.6, no MIG. AWS-only part (g5).
     GpuModel("A10G", "NVIDIA-A10G", 23028, "ampere", 8, 6, False,
-             **_aws("g5.xlarge", 1.006, 1),
+             **_aws("g5.xlarge", 1.006, 1, 4, 16),
              aliases=("nvidia-a10g",)),
     # Ada Lovelace, compute 8.9, no MIG.
     GpuModel("L4", "NVIDIA-L4", 23034, "ada-lovelace", 8, 9, False,
-             **_aws("g6.xlarge", 0.8048, 1),
+             **_aws("g6.xlarge", 0.8048, 1, 4, 16),
              aliases=("nvidia-l4",)),
     GpuModel("L40S", "NVIDIA-L40S", 46068, "ada-lovelace", 8, 9, False,
-             **_aws("g6e.xlarge", 1.861, 1),
+             **_aws("g6e.xlarge", 1.861, 1, 4, 32),
              aliases=("nvidia-l40s",)),
     # Ampere GA100, compute 8.0, MIG-capable (7 slices).
     GpuModel("A100-40GB", "NVIDIA-A100-SXM4-40GB", 40960, "ampere", 8, 0, True,
-             **_aws("p4d.24xlarge", 21.957642, 8),
+             **_aws("p4d.24xlarge", 21.957642, 8, 96, 1152),
              aliases=("a100-sxm4-40gb", "nvidia-tesla-a100", "nvidia-a100-40gb")),
     GpuModel("A100-80GB", "NVIDIA-A100-SXM4-80GB", 81920, "ampere", 8, 0, True,
-             **_aws("p4de.24xlarge", 27.44705, 8),
+             **_aws("p4de.24xlarge", 27.44705, 8, 96, 1152),
              aliases=("a100-sxm4-80gb", "nvidia-a100-80gb")),
     # Hopper, compute 9.0, MIG-capable.
     GpuModel("H100-80GB", "NVIDIA-H100-80GB-HBM3", 81559, "hopper", 9, 0, True,
-             **_aws("p5.48xlarge", 55.04, 8),
+             **_aws("p5.48xlarge", 55.04, 8, 192, 2048),
              aliases=("h100", "nvidia-h100-80gb")),
     GpuModel("H200-141GB", "NVIDIA-H200", 143771, "hopper", 9, 0, True,
-             **_aws("p5en.48xlarge", 63.296, 8),
+             **_aws("p5en.48xlarge", 63.296, 8, 192, 2048),
              aliases=("h200", "nvidia-h200-141gb")),
 )
 

@@ -102,7 +102,7 @@ def reconfigure(node: Node, new_config: str, *, pods_holding: list[str], evict: 
         state, _, new_layouts = pool_gpu_state(node.name, node.pool, new_spec, strict=False)
     except GpuLabError as err:
         # mig-parted assert --valid-config fails: state failed, nothing else changes.
-        reason = re.sub(r'^NodePool "[^"]*": spec\.mig\.(config|migParted): ', "", str(err))
+        reason = re.sub(r'^NodePool "[^"]*"(?: is invalid)?: spec\.mig\.(config|migParted): ', "", str(err))
         labels = dict(node.labels)
         labels[MIG_CONFIG_LABEL] = new_config
         labels[MIG_STATE_LABEL] = "failed"

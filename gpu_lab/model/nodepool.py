@@ -11,8 +11,8 @@ labels, the same capacity, the same device IDs. ``NodePool`` is our own kind:
     spec:
       count: 2                       # nodes h100-0, h100-1
       gpu: {model: H100-80GB, count: 8}
-      cpu: "96"
-      memory: 1024Gi
+      cpu: "96"                      # optional with a gpu: see below
+      memory: 1024Gi                 # optional with a gpu: see below
       ephemeralStorage: 100Gi        # optional, default 100Gi
       pods: 110                      # optional, default 110
       instanceType: p5.48xlarge      # optional: node.kubernetes.io/instance-type
@@ -37,8 +37,24 @@ useless to a container). A pool whose plugin would refuse to start (single
 with several profiles, MIG enabled without instances under single/mixed,
 MPS on MIG) is an error.
 
+``cpu`` and ``memory`` may be left out when the pool has GPUs: they default
+to the catalog's reference machine for the GPU model
+(``gpu_lab.gpus.catalog.GpuModel.reference``, the AWS instance type the price
+comes from), scaled per GPU: the reference machine's vCPUs and memory divided
+by its GPU count, times ``gpu.count``. Eight H100 give ``192`` cpu and
+``2048Gi`` (a p5.48xlarge); four L4 give ``16`` and ``64Gi`` (4 x g6.xlarge).
+A value given in the spec always wins; a pool without GPUs must give both.
+
 Capacity equals allocatable: there are no system reservations to teach here,
-and the scheduler only reads allocatable.
+and the scheduler only reads allocatable. Defaulted cpu and memory are
+capacity like given ones.
+
+Like the API server, validation reports every error of a pool at once: one
+error reads ``NodePool "x": spec.count: Required value``, several read
+``NodePool "x" is invalid: [spec.count: ..., spec.gpu.model: ...]`` in spec
+field order (``InvalidNodePool.errors`` holds the list). Inside ``mig`` and
+the device plugin's ``sharing`` config, the first error of that block stops
+that block only.
 """
 
 from __future__ import annotations
@@ -47,7 +63,7 @@ import copy
 import re
 from typing import Any
 
-from ..errors import GpuLabError
+from ..errors import GpuLabError, InvalidObject
 from ..gpus.catalog import get_model
 from ..gpus.labels import MIG_STRATEGIES, GpuNodeState, gpu_node_state, parse_sharing
 from ..gpus.migparted import MigPartedError, resolve
@@ -69,6 +85,27 @@ _DNS1123_SUBDOMAIN = rf"{_DNS1123_LABEL}(\.{_DNS1123_LABEL})*"
 _LABEL_NAME = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]"
 _LABEL_MSG = ("must consist of alphanumeric characters, '-', '_' or '.', and must start and end "
               f"with an alphanumeric character (regex used for validation is '{_LABEL_NAME}')")
+
+
+class InvalidNodePool(InvalidObject):
+    """A NodePool with errors; ``errors`` lists them all, in spec field order.
+
+    The API server's aggregate, as for Pods: one error bare
+    (``NodePool "x" is invalid: <error>``), several in brackets
+    (``NodePool "x" is invalid: [<e1>, <e2>]``).
+    """
+
+    def __init__(self, name: str, errors: list[str]):
+        self.kind, self.name, self.errors = KIND, name, list(errors)
+        if len(self.errors) == 1:
+            message = f'{KIND} "{name}" is invalid: {self.errors[0]}'
+        else:
+            message = f'{KIND} "{name}" is invalid: [' + ", ".join(self.errors) + "]"
+        GpuLabError.__init__(self, message)
+
+
+class _Stop(Exception):
+    """Ends the check of one field once its error is recorded; the pool's other fields go on."""
 
 
 def expand_node_pool(raw: dict[str, Any]) -> list[Node]:
@@ -99,44 +136,80 @@ def pool_gpu_state(node_name: str, pool_name: str, spec: dict[str, Any], *,
 
 
 class _Pool:
-    """One NodePool's spec, checked field by field; errors name pool and field."""
+    """One NodePool's spec, checked field by field; errors name pool and field.
+
+    Every field is checked even after another failed, in ``SPEC_FIELDS``
+    order; ``fail`` records an error and stops only the check it is in. If
+    any error was recorded, the constructor raises ``InvalidNodePool`` with all.
+    """
 
     def __init__(self, name: str, spec: Any, strict: bool = True):
         self.name = name
         self.strict = strict
+        self.errors: list[str] = []
         if not re.fullmatch(_DNS1123_LABEL, name):
-            self.fail("metadata.name", f'Invalid value: "{name}": a lowercase RFC 1123 label must '
-                      "consist of lower case alphanumeric characters or '-', and must start and end "
-                      f"with an alphanumeric character (regex used for validation is '{_DNS1123_LABEL}')")
+            self.record("metadata.name", f'Invalid value: "{name}": a lowercase RFC 1123 label must '
+                        "consist of lower case alphanumeric characters or '-', and must start and end "
+                        f"with an alphanumeric character (regex used for validation is '{_DNS1123_LABEL}')")
         if not isinstance(spec, dict):
-            self.fail("spec", "Required value" if spec is None else "must be a mapping")
-        unknown = sorted(set(spec) - set(SPEC_FIELDS))
-        if unknown:
-            self.fail(f"spec.{unknown[0]}", f"unknown field (known: {', '.join(SPEC_FIELDS)})")
+            self.record("spec", "Required value" if spec is None else "must be a mapping")
+            raise InvalidNodePool(name, self.errors)
+        for field in sorted(set(spec) - set(SPEC_FIELDS)):
+            self.record(f"spec.{field}", f"unknown field (known: {', '.join(SPEC_FIELDS)})")
         self.spec = spec
-        self.count = self.integer("spec.count", spec.get("count"), required=True)
+        self.count = self.check(self.integer, "spec.count", spec.get("count"), required=True, default=0)
         last = f"{name}-{max(self.count - 1, 0)}"
         if len(last) > 63:  # node names double as kubernetes.io/hostname label values
-            self.fail("metadata.name", f'Invalid value: "{name}": node name "{last}" must be no more '
-                      "than 63 characters")
+            self.record("metadata.name", f'Invalid value: "{name}": node name "{last}" must be no more '
+                        "than 63 characters")
+        self.read_gpu(spec.get("gpu"))
         self.resources = {
-            "cpu": milli_value(self.quantity("spec.cpu", spec.get("cpu"))),
-            "memory": value(self.quantity("spec.memory", spec.get("memory"))),
-            "ephemeral-storage": value(self.quantity(
-                "spec.ephemeralStorage", spec.get("ephemeralStorage", DEFAULT_EPHEMERAL_STORAGE))),
-            "pods": self.integer("spec.pods", spec.get("pods", DEFAULT_PODS)),
+            "cpu": milli_value(self.check(self.quantity, "spec.cpu", self.sized("cpu"), default=0)),
+            "memory": value(self.check(self.quantity, "spec.memory", self.sized("memory"), default=0)),
+            "ephemeral-storage": value(self.check(
+                self.quantity, "spec.ephemeralStorage",
+                spec.get("ephemeralStorage", DEFAULT_EPHEMERAL_STORAGE), default=0)),
+            "pods": self.check(self.integer, "spec.pods", spec.get("pods", DEFAULT_PODS), default=0),
         }
         self.instance_type = spec.get("instanceType")
         if self.instance_type is not None:
-            self.instance_type = self.label_value("spec.instanceType", self.instance_type)
-        self.user_labels = _labels(spec.get("labels"), "spec.labels", self.fail)
-        self.taints = _taints(spec.get("taints"), "spec.taints", self.fail)
-        self.read_gpu(spec.get("gpu"))
+            self.instance_type = self.check(self.label_value, "spec.instanceType", self.instance_type)
+        self.user_labels = self.check(_labels, spec.get("labels"), "spec.labels", self.fail, default={})
+        self.taints = self.check(_taints, spec.get("taints"), "spec.taints", self.fail, default=[])
         self.read_device_plugin(spec.get("devicePlugin"))
-        self.read_mig(spec.get("mig"))
+        self.check(self.read_mig, spec.get("mig"))
+        if self.errors:
+            raise InvalidNodePool(name, self.errors)
+
+    def record(self, field: str, message: str) -> None:
+        self.errors.append(f"{field}: {message}")
 
     def fail(self, field: str, message: str):
-        raise GpuLabError(f'NodePool "{self.name}": {field}: {message}')
+        """Record an error and stop the check in progress (``check`` resumes with the next field)."""
+        self.record(field, message)
+        raise _Stop
+
+    def check(self, fn, *args, default: Any = None, **kwargs):
+        """``fn(*args, **kwargs)``, or ``default`` once it has recorded an error."""
+        try:
+            return fn(*args, **kwargs)
+        except _Stop:
+            return default
+
+    def sized(self, resource: str) -> Any:
+        """``spec.cpu``/``spec.memory``, else the GPU model's reference machine scaled per GPU.
+
+        ``None`` (a Required value error) when there is no GPU to size from;
+        ``0`` (no error of its own) when ``spec.gpu`` is there but wrong,
+        since fixing the GPU fixes the default too.
+        """
+        given = self.spec.get(resource)
+        if given is not None:
+            return given
+        if self.model is not None and self.gpus and self.model.reference is not None:
+            ref = self.model.reference
+            return ref.cpu(self.gpus) if resource == "cpu" else ref.memory(self.gpus)
+        return 0 if self.gpu_invalid else None
 
     def integer(self, field: str, val: Any, required: bool = False) -> int:
         if val is None and required:
@@ -167,47 +240,57 @@ class _Pool:
         return val
 
     def read_gpu(self, gpu: Any) -> None:
-        self.model, self.gpus = None, 0
+        self.model, self.gpus, self.gpu_invalid = None, 0, False
         if gpu is None:
             return
+        before = len(self.errors)
         if not isinstance(gpu, dict):
-            self.fail("spec.gpu", "must be a mapping with model and count")
-        unknown = sorted(set(gpu) - {"model", "count"})
-        if unknown:
-            self.fail(f"spec.gpu.{unknown[0]}", "unknown field (known: model, count)")
-        self.gpus = self.integer("spec.gpu.count", gpu.get("count"), required=True)
-        if gpu.get("model") is None:
-            if self.gpus:
-                self.fail("spec.gpu.model", "Required value")
+            self.record("spec.gpu", "must be a mapping with model and count")
+            self.gpu_invalid = True
             return
-        try:
-            self.model = get_model(gpu["model"])
-        except GpuLabError as err:
-            self.fail("spec.gpu.model", str(err))
+        for field in sorted(set(gpu) - {"model", "count"}):
+            self.record(f"spec.gpu.{field}", "unknown field (known: model, count)")
+        gpus = self.check(self.integer, "spec.gpu.count", gpu.get("count"), required=True)
+        if gpu.get("model") is None:
+            if gpus:
+                self.record("spec.gpu.model", "Required value")
+        else:
+            try:
+                self.model = get_model(gpu["model"])
+            except GpuLabError as err:
+                self.record("spec.gpu.model", str(err))
+        self.gpus = gpus or 0
+        self.gpu_invalid = len(self.errors) > before
 
     def read_device_plugin(self, config: Any) -> None:
         self.device_plugin = config
         self.mig_strategy = "none"
+        self.sharing = parse_sharing(None)
+        self.plugin_invalid = False
         if config is None:
-            self.sharing = parse_sharing(None)
             return
+        before = len(self.errors)
         if not isinstance(config, dict):
-            self.fail("spec.devicePlugin", "must be the device plugin's config mapping")
+            self.record("spec.devicePlugin", "must be the device plugin's config mapping")
+            self.plugin_invalid = True
+            return
         if config.get("version", "v1") != "v1":
-            self.fail("spec.devicePlugin.version", f"unknown version: {config['version']}")
+            self.record("spec.devicePlugin.version", f"unknown version: {config['version']}")
         flags = config.get("flags") or {}
         strategy = flags.get("migStrategy", "none") if isinstance(flags, dict) else None
-        if strategy not in MIG_STRATEGIES:
-            self.fail("spec.devicePlugin.flags.migStrategy",
-                      f'Unsupported value: "{strategy}": supported values: "none", "single", "mixed"')
-        self.mig_strategy = strategy
+        if strategy in MIG_STRATEGIES:
+            self.mig_strategy = strategy
+        else:
+            self.record("spec.devicePlugin.flags.migStrategy",
+                        f'Unsupported value: "{strategy}": supported values: "none", "single", "mixed"')
         try:
             self.sharing = parse_sharing(config.get("sharing"), "spec.devicePlugin.sharing")
         except GpuLabError as err:
-            raise GpuLabError(f'NodePool "{self.name}": {err}') from None
+            self.errors.append(str(err))  # already "spec.devicePlugin.sharing...: ..."
         if self.sharing.strategy == "mps" and strategy == "mixed":
-            self.fail("spec.devicePlugin.flags.migStrategy",
-                      "using --mig-strategy=mixed is not supported with MPS")
+            self.record("spec.devicePlugin.flags.migStrategy",
+                        "using --mig-strategy=mixed is not supported with MPS")
+        self.plugin_invalid = len(self.errors) > before
 
     def read_mig(self, mig: Any) -> None:
         self.mig_config, self.mig_layouts = None, None
@@ -215,9 +298,8 @@ class _Pool:
             return
         if not isinstance(mig, dict):
             self.fail("spec.mig", "must be a mapping with config (and optionally migParted)")
-        unknown = sorted(set(mig) - {"config", "migParted"})
-        if unknown:
-            self.fail(f"spec.mig.{unknown[0]}", "unknown field (known: config, migParted)")
+        for field in sorted(set(mig) - {"config", "migParted"}):
+            self.record(f"spec.mig.{field}", "unknown field (known: config, migParted)")
         if self.model is not None and not self.model.mig_capable:
             self.fail("spec.mig", f"{self.model.name} GPUs do not support MIG")
         name, parted = mig.get("config"), mig.get("migParted")
@@ -228,7 +310,9 @@ class _Pool:
         if name is not None:
             self.label_value("spec.mig.config", name)  # it becomes the nvidia.com/mig.config label
         if self.model is None or not self.gpus:
-            self.fail("spec.mig", "MIG needs GPUs (spec.gpu.model and spec.gpu.count)")
+            if not self.gpu_invalid:  # a wrong spec.gpu is reported there already
+                self.fail("spec.mig", "MIG needs GPUs (spec.gpu.model and spec.gpu.count)")
+            raise _Stop
         try:
             if parted is None:
                 self.mig_layouts = resolve(self.model, self.gpus, name)
@@ -243,7 +327,7 @@ class _Pool:
             msg = str(err).removeprefix("mig-parted config: ")
             self.fail(field, msg)
         self.mig_config = name
-        if self.strict:
+        if self.strict and not self.plugin_invalid:
             self.check_plugin_starts()
 
     def check_plugin_starts(self) -> None:
@@ -390,13 +474,22 @@ def _labels(raw: Any, where: str, fail) -> dict[str, str]:
         return {}
     if not isinstance(raw, dict):
         fail(where, "must be a mapping of label key to value")
+    bad = False  # NodePool's fail records and raises _Stop: check every label; Node's raises
     for key, val in raw.items():
-        _check_label_key(key, where, fail)
-        if not isinstance(val, str):
-            fail(f"{where}[{key}]", f"Invalid value: {val!r}: must be a string (quote it in YAML)")
-        if len(val) > 63 or (val and not re.fullmatch(_LABEL_NAME, val)):
-            fail(f"{where}[{key}]", f'Invalid value: "{val}": a valid label value must be no more '
-                 f"than 63 characters and {_LABEL_MSG}")
+        try:
+            _check_label_key(key, where, fail)
+        except _Stop:
+            bad = True
+        try:
+            if not isinstance(val, str):
+                fail(f"{where}[{key}]", f"Invalid value: {val!r}: must be a string (quote it in YAML)")
+            if len(val) > 63 or (val and not re.fullmatch(_LABEL_NAME, val)):
+                fail(f"{where}[{key}]", f'Invalid value: "{val}": a valid label value must be no more '
+                     f"than 63 characters and {_LABEL_MSG}")
+        except _Stop:
+            bad = True
+    if bad:
+        raise _Stop
     return dict(raw)
 
 
@@ -417,27 +510,53 @@ def _taints(raw: Any, where: str, fail) -> list[Taint]:
         fail(where, "must be a list of {key, value, effect}")
     taints: list[Taint] = []
     seen: set[tuple[str, str]] = set()
-    for i, t in enumerate(raw):
-        at = f"{where}[{i}]"
-        if not isinstance(t, dict):
-            fail(at, "must be a mapping with key, value and effect")
-        key, val, effect = t.get("key"), t.get("value", ""), t.get("effect")
+    bad = False  # NodePool's fail records and raises _Stop: check every taint; Node's raises
+
+    def key_ok(at: str, key: Any) -> None:
         if not key:
             fail(f"{at}.key", "Required value")
         _check_label_key(key, f"{at}.key", fail)
+
+    def value_ok(at: str, val: Any) -> None:
         if not isinstance(val, str):
             fail(f"{at}.value", f"Invalid value: {val!r}: must be a string (quote it in YAML)")
         if val and (len(val) > 63 or not re.fullmatch(_LABEL_NAME, val)):
             fail(f"{at}.value", f'Invalid value: "{val}": a valid label value must be no more than '
                  f"63 characters and {_LABEL_MSG}")
+
+    def effect_ok(at: str, effect: Any) -> None:
         if not effect:
             fail(f"{at}.effect", "Required value")
         if effect not in TAINT_EFFECTS:
             supported = ", ".join(f'"{e}"' for e in TAINT_EFFECTS)
             fail(f"{at}.effect", f'Unsupported value: "{effect}": supported values: {supported}')
-        if (key, effect) in seen:
-            fail(at, f'Duplicate value: "{key}:{effect}": taints must be unique by key and effect pair')
+
+    for i, t in enumerate(raw):
+        at = f"{where}[{i}]"
+        try:
+            if not isinstance(t, dict):
+                fail(at, "must be a mapping with key, value and effect")
+        except _Stop:
+            bad = True
+            continue
+        key, val, effect = t.get("key"), t.get("value", ""), t.get("effect")
+        ok = True
+        for part_ok, arg in ((key_ok, key), (value_ok, val), (effect_ok, effect)):
+            try:
+                part_ok(at, arg)
+            except _Stop:
+                ok, bad = False, True
+        if not ok:
+            continue
+        try:
+            if (key, effect) in seen:
+                fail(at, f'Duplicate value: "{key}:{effect}": taints must be unique by key and effect pair')
+        except _Stop:
+            bad = True
+            continue
         seen.add((key, effect))
         taints.append(Taint(key, val, effect))
+    if bad:
+        raise _Stop
     return taints
 

@@ -3,7 +3,7 @@ import dataclasses
 import pytest
 
 from gpu_lab.errors import GpuLabError
-from gpu_lab.gpus.catalog import MODELS, GpuModel, get_model
+from gpu_lab.gpus.catalog import MODELS, GpuModel, ReferenceMachine, get_model
 
 KNOWN = "A100-40GB, A100-80GB, A10G, H100-80GB, H200-141GB, L4, L40S, T4"
 
@@ -107,3 +107,50 @@ def test_models_are_frozen():
     with pytest.raises(dataclasses.FrozenInstanceError):
         MODELS["T4"].memory_mib = 1  # type: ignore[misc]
     assert isinstance(MODELS["T4"], GpuModel)
+
+
+# name: (reference instance type, GPUs, vCPUs, memory GiB), the instance each price comes from
+REFERENCE = {
+    "T4": ("g4dn.xlarge", 1, 4, 16),
+    "A10G": ("g5.xlarge", 1, 4, 16),
+    "L4": ("g6.xlarge", 1, 4, 16),
+    "L40S": ("g6e.xlarge", 1, 4, 32),
+    "A100-40GB": ("p4d.24xlarge", 8, 96, 1152),
+    "A100-80GB": ("p4de.24xlarge", 8, 96, 1152),
+    "H100-80GB": ("p5.48xlarge", 8, 192, 2048),
+    "H200-141GB": ("p5en.48xlarge", 8, 192, 2048),
+}
+
+
+def test_every_model_has_the_priced_instance_as_reference_machine():
+    assert set(REFERENCE) == set(MODELS)
+    for name, (instance, gpus, vcpus, gib) in REFERENCE.items():
+        ref = MODELS[name].reference
+        assert (ref.instance_type, ref.gpus, ref.vcpus, ref.memory_gib) == (instance, gpus, vcpus, gib), name
+        assert f"{instance} " in MODELS[name].price_source  # the same machine the price divides
+        assert ref.source.startswith(f"AWS EC2 {instance}: {gpus} GPU")
+        assert "https://aws.amazon.com/ec2/instance-types/" in ref.source
+
+
+@pytest.mark.parametrize(
+    "name, gpus, cpu, memory",
+    [
+        ("H100-80GB", 8, "192", "2048Gi"),  # a whole p5.48xlarge
+        ("H100-80GB", 1, "24", "256Gi"),
+        ("L4", 4, "16", "64Gi"),  # 4 x g6.xlarge
+        ("T4", 1, "4", "16Gi"),
+        ("L40S", 2, "8", "64Gi"),
+        ("A100-40GB", 4, "48", "576Gi"),
+        ("H200-141GB", 8, "192", "2048Gi"),
+    ],
+)
+def test_reference_scales_per_gpu(name, gpus, cpu, memory):
+    ref = MODELS[name].reference
+    assert (ref.cpu(gpus), ref.memory(gpus)) == (cpu, memory)
+
+
+def test_fractional_shares_round_up_in_finer_units():
+    ref = ReferenceMachine("x.large", 3, 4, 16, "test")
+    assert ref.cpu(1) == "1334m"  # 4/3 vCPU
+    assert ref.memory(1) == "5462Mi"  # 16/3 GiB
+    assert (ref.cpu(3), ref.memory(3)) == ("4", "16Gi")

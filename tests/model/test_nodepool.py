@@ -4,8 +4,8 @@ import re
 import pytest
 import yaml
 
-from gpu_lab.errors import GpuLabError
-from gpu_lab.model.nodepool import expand_node_pool, node_from_manifest
+from gpu_lab.errors import GpuLabError, InvalidObject
+from gpu_lab.model.nodepool import InvalidNodePool, expand_node_pool, node_from_manifest
 from gpu_lab.model.objects import Taint, stable_uid
 from gpu_lab.model.quantity import QUANTITY_PATTERN
 
@@ -235,97 +235,97 @@ KNOWN = "A100-40GB, A100-80GB, A10G, H100-80GB, H200-141GB, L4, L40S, T4"
     "spec, message",
     [
         ({"gpu": {"model": "X100", "count": 8}},
-         f'NodePool "h100": spec.gpu.model: unknown GPU model "X100" (known: {KNOWN})'),
-        ({"gpu": {"count": 8}}, 'NodePool "h100": spec.gpu.model: Required value'),
+         f'NodePool "h100" is invalid: spec.gpu.model: unknown GPU model "X100" (known: {KNOWN})'),
+        ({"gpu": {"count": 8}}, 'NodePool "h100" is invalid: spec.gpu.model: Required value'),
         ({"gpu": {"model": "H100", "count": 8, "type": "sxm"}},
-         'NodePool "h100": spec.gpu.type: unknown field (known: model, count)'),
+         'NodePool "h100" is invalid: spec.gpu.type: unknown field (known: model, count)'),
         ({"gpu": {"model": "H100", "count": -1}},
-         'NodePool "h100": spec.gpu.count: Invalid value: -1: must be greater than or equal to 0'),
+         'NodePool "h100" is invalid: spec.gpu.count: Invalid value: -1: must be greater than or equal to 0'),
         ({"gpu": {"model": "H100", "count": 1.5}},
-         'NodePool "h100": spec.gpu.count: Invalid value: 1.5: must be an integer'),
-        ({"gpu": {"model": "H100"}}, 'NodePool "h100": spec.gpu.count: Required value'),
-        ({"count": -1}, 'NodePool "h100": spec.count: Invalid value: -1: must be greater than or equal to 0'),
-        ({"count": "2"}, "NodePool \"h100\": spec.count: Invalid value: '2': must be an integer"),
-        ({"count": True}, 'NodePool "h100": spec.count: Invalid value: True: must be an integer'),
-        ({"count": None}, 'NodePool "h100": spec.count: Required value'),
-        ({"pods": -5}, 'NodePool "h100": spec.pods: Invalid value: -5: must be greater than or equal to 0'),
+         'NodePool "h100" is invalid: spec.gpu.count: Invalid value: 1.5: must be an integer'),
+        ({"gpu": {"model": "H100"}}, 'NodePool "h100" is invalid: spec.gpu.count: Required value'),
+        ({"count": -1}, 'NodePool "h100" is invalid: spec.count: Invalid value: -1: must be greater than or equal to 0'),
+        ({"count": "2"}, "NodePool \"h100\" is invalid: spec.count: Invalid value: '2': must be an integer"),
+        ({"count": True}, 'NodePool "h100" is invalid: spec.count: Invalid value: True: must be an integer'),
+        ({"count": None}, 'NodePool "h100" is invalid: spec.count: Required value'),
+        ({"pods": -5}, 'NodePool "h100" is invalid: spec.pods: Invalid value: -5: must be greater than or equal to 0'),
         ({"cpu": "ninety"},
-         f"NodePool \"h100\": spec.cpu: quantities must match the regular expression '{QUANTITY_PATTERN}'"),
-        ({"cpu": None}, 'NodePool "h100": spec.cpu: Required value'),
-        ({"memory": None}, 'NodePool "h100": spec.memory: Required value'),
-        ({"memory": "-1Gi"}, 'NodePool "h100": spec.memory: Invalid value: "-1Gi": must be greater than or equal to 0'),
+         f"NodePool \"h100\" is invalid: spec.cpu: quantities must match the regular expression '{QUANTITY_PATTERN}'"),
+        ({"cpu": None, "gpu": None}, 'NodePool "h100" is invalid: spec.cpu: Required value'),  # no GPU to size from
+        ({"memory": None, "gpu": None}, 'NodePool "h100" is invalid: spec.memory: Required value'),  # no GPU to size from
+        ({"memory": "-1Gi"}, 'NodePool "h100" is invalid: spec.memory: Invalid value: "-1Gi": must be greater than or equal to 0'),
         ({"ephemeralStorage": "lots"},
-         f"NodePool \"h100\": spec.ephemeralStorage: quantities must match the regular expression '{QUANTITY_PATTERN}'"),
-        ({"gpus": 8}, 'NodePool "h100": spec.gpus: unknown field (known: count, gpu, cpu, memory, '
+         f"NodePool \"h100\" is invalid: spec.ephemeralStorage: quantities must match the regular expression '{QUANTITY_PATTERN}'"),
+        ({"gpus": 8}, 'NodePool "h100" is invalid: spec.gpus: unknown field (known: count, gpu, cpu, memory, '
                       "ephemeralStorage, pods, instanceType, labels, taints, devicePlugin, mig)"),
         ({"taints": [{"key": "gpu", "effect": "NoRun"}]},
-         'NodePool "h100": spec.taints[0].effect: Unsupported value: "NoRun": '
+         'NodePool "h100" is invalid: spec.taints[0].effect: Unsupported value: "NoRun": '
          'supported values: "NoSchedule", "PreferNoSchedule", "NoExecute"'),
-        ({"taints": [{"value": "x", "effect": "NoSchedule"}]}, 'NodePool "h100": spec.taints[0].key: Required value'),
-        ({"taints": [{"key": "gpu"}]}, 'NodePool "h100": spec.taints[0].effect: Required value'),
+        ({"taints": [{"value": "x", "effect": "NoSchedule"}]}, 'NodePool "h100" is invalid: spec.taints[0].key: Required value'),
+        ({"taints": [{"key": "gpu"}]}, 'NodePool "h100" is invalid: spec.taints[0].effect: Required value'),
         ({"taints": [{"key": "gpu", "effect": "NoSchedule"}, {"key": "gpu", "value": "y", "effect": "NoSchedule"}]},
-         'NodePool "h100": spec.taints[1]: Duplicate value: "gpu:NoSchedule": taints must be unique by key and effect pair'),
-        ({"taints": {"key": "gpu"}}, 'NodePool "h100": spec.taints: must be a list of {key, value, effect}'),
+         'NodePool "h100" is invalid: spec.taints[1]: Duplicate value: "gpu:NoSchedule": taints must be unique by key and effect pair'),
+        ({"taints": {"key": "gpu"}}, 'NodePool "h100" is invalid: spec.taints: must be a list of {key, value, effect}'),
         ({"labels": {"spot": True}},
-         'NodePool "h100": spec.labels[spot]: Invalid value: True: must be a string (quote it in YAML)'),
-        ({"labels": {"bad key": "x"}}, 'NodePool "h100": spec.labels: Invalid value: "bad key": name part must be '
+         'NodePool "h100" is invalid: spec.labels[spot]: Invalid value: True: must be a string (quote it in YAML)'),
+        ({"labels": {"bad key": "x"}}, 'NodePool "h100" is invalid: spec.labels: Invalid value: "bad key": name part must be '
          "no more than 63 characters and must consist of alphanumeric characters, '-', '_' or '.', and must start "
          "and end with an alphanumeric character (regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')"),
         ({"labels": {"Example.COM/x": "y"}},
-         'NodePool "h100": spec.labels: Invalid value: "Example.COM/x": prefix part must be a lowercase RFC 1123 subdomain'),
-        ({"instanceType": "p5 48xlarge"}, 'NodePool "h100": spec.instanceType: Invalid value: "p5 48xlarge": a valid '
+         'NodePool "h100" is invalid: spec.labels: Invalid value: "Example.COM/x": prefix part must be a lowercase RFC 1123 subdomain'),
+        ({"instanceType": "p5 48xlarge"}, 'NodePool "h100" is invalid: spec.instanceType: Invalid value: "p5 48xlarge": a valid '
          "label value must be no more than 63 characters and must consist of alphanumeric characters, '-', '_' or '.', "
          "and must start and end with an alphanumeric character (regex used for validation is "
          "'([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')"),
         ({"mig": {"config": "all-1g.5gb"}},
-         'NodePool "h100": spec.mig.config: unknown MIG config "all-1g.5gb" for H100-80GB (known: all-disabled, '
+         'NodePool "h100" is invalid: spec.mig.config: unknown MIG config "all-1g.5gb" for H100-80GB (known: all-disabled, '
          "all-enabled, all-1g.10gb, all-1g.10gb.me, all-1g.20gb, all-2g.20gb, all-3g.40gb, all-4g.40gb, "
          "all-7g.80gb, all-balanced)"),
-        ({"mig": {}}, 'NodePool "h100": spec.mig.config: Required value'),
-        ({"mig": {"config": 7}}, 'NodePool "h100": spec.mig.config: Invalid value: 7: must be a string'),
+        ({"mig": {}}, 'NodePool "h100" is invalid: spec.mig.config: Required value'),
+        ({"mig": {"config": 7}}, 'NodePool "h100" is invalid: spec.mig.config: Invalid value: 7: must be a string'),
         ({"mig": {"migParted": {"version": "v1"}}},
-         'NodePool "h100": spec.mig.migParted: at least one entry in \'mig-configs\' is required'),
+         'NodePool "h100" is invalid: spec.mig.migParted: at least one entry in \'mig-configs\' is required'),
         ({"mig": {"migParted": {"version": "v1", "mig-configs": {"two": [
             {"devices": "all", "mig-enabled": True, "mig-devices": {"4g.40gb": 2}}]}}}},
-         'NodePool "h100": spec.mig.migParted: mig-configs.two[0].mig-devices: only one 4g.40gb fits on an '
+         'NodePool "h100" is invalid: spec.mig.migParted: mig-configs.two[0].mig-devices: only one 4g.40gb fits on an '
          "H100-80GB (max 1 instance: it can only start at memory slice 0); asked for 2"),
         ({"mig": {"migParted": {"version": "v1", "mig-configs": {"a": [
             {"devices": [8], "mig-enabled": False}]}}}},
-         'NodePool "h100": spec.mig.migParted: mig-configs.a[0]: devices: GPU 8 does not exist (the node has '
+         'NodePool "h100" is invalid: spec.mig.migParted: mig-configs.a[0]: devices: GPU 8 does not exist (the node has '
          "8 GPUs, 0-7)"),
         ({"devicePlugin": {"flags": {"migStrategy": "single"}}, "mig": {"config": "all-balanced"}},
-         'NodePool "h100": spec.devicePlugin.flags.migStrategy: single: config "all-balanced" creates 1g.10gb, '
+         'NodePool "h100" is invalid: spec.devicePlugin.flags.migStrategy: single: config "all-balanced" creates 1g.10gb, '
          "2g.20gb, 3g.40gb; every GPU must have instances of one profile (use mixed)"),
         ({"devicePlugin": {"flags": {"migStrategy": "mixed"}}, "mig": {"config": "all-enabled"}},
-         'NodePool "h100": spec.devicePlugin.flags.migStrategy: mixed: config "all-enabled" leaves GPU 0 with '
+         'NodePool "h100" is invalid: spec.devicePlugin.flags.migStrategy: mixed: config "all-enabled" leaves GPU 0 with '
          "MIG enabled and no MIG devices; the device plugin would fail to start"),
         ({"devicePlugin": {"flags": {"migStrategy": "single"}}, "mig": {"migParted": {"version": "v1",
           "mig-configs": {"half": [{"devices": [0], "mig-enabled": True, "mig-devices": {"7g.80gb": 1}}]}}}},
-         'NodePool "h100": spec.devicePlugin.flags.migStrategy: single: config "half" leaves GPU 1 without MIG; '
+         'NodePool "h100" is invalid: spec.devicePlugin.flags.migStrategy: single: config "half" leaves GPU 1 without MIG; '
          "every GPU must have MIG enabled with one profile (use mixed)"),
         ({"devicePlugin": {"sharing": {"mps": {"resources": [{"name": "nvidia.com/gpu", "replicas": 2}]}}},
           "mig": {"config": "all-7g.80gb"}},
-         'NodePool "h100": spec.devicePlugin.sharing.mps: MPS sharing is not supported for MIG devices (config '
+         'NodePool "h100" is invalid: spec.devicePlugin.sharing.mps: MPS sharing is not supported for MIG devices (config '
          '"all-7g.80gb" enables MIG); use time-slicing or all-disabled'),
         ({"devicePlugin": {"flags": {"migStrategy": "mixed"},
                            "sharing": {"mps": {"resources": [{"name": "nvidia.com/gpu", "replicas": 2}]}}}},
-         'NodePool "h100": spec.devicePlugin.flags.migStrategy: using --mig-strategy=mixed is not supported with MPS'),
+         'NodePool "h100" is invalid: spec.devicePlugin.flags.migStrategy: using --mig-strategy=mixed is not supported with MPS'),
         ({"gpu": None, "mig": {"config": "all-disabled"}},
-         'NodePool "h100": spec.mig: MIG needs GPUs (spec.gpu.model and spec.gpu.count)'),
+         'NodePool "h100" is invalid: spec.mig: MIG needs GPUs (spec.gpu.model and spec.gpu.count)'),
         ({"mig": {"config": "all balanced"}},
-         'NodePool "h100": spec.mig.config: Invalid value: "all balanced": a valid label value must be no more '
+         'NodePool "h100" is invalid: spec.mig.config: Invalid value: "all balanced": a valid label value must be no more '
          "than 63 characters and must consist of alphanumeric characters, '-', '_' or '.', and must start and end "
          "with an alphanumeric character (regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')"),
         ({"devicePlugin": {"flags": {"migStrategy": "some"}}},
-         'NodePool "h100": spec.devicePlugin.flags.migStrategy: Unsupported value: "some": '
+         'NodePool "h100" is invalid: spec.devicePlugin.flags.migStrategy: Unsupported value: "some": '
          'supported values: "none", "single", "mixed"'),
-        ({"devicePlugin": {"version": "v2"}}, 'NodePool "h100": spec.devicePlugin.version: unknown version: v2'),
+        ({"devicePlugin": {"version": "v2"}}, 'NodePool "h100" is invalid: spec.devicePlugin.version: unknown version: v2'),
         ({"devicePlugin": {"sharing": {"timeSlicing": {"resources": [{"name": "nvidia.com/gpu", "replicas": 1}]}}}},
-         'NodePool "h100": spec.devicePlugin.sharing.timeSlicing.resources[0].replicas: number of replicas must be >= 2'),
+         'NodePool "h100" is invalid: spec.devicePlugin.sharing.timeSlicing.resources[0].replicas: number of replicas must be >= 2'),
         ({"gpu": {"model": "T4", "count": 1}, "mig": {"config": "all-disabled"}},
-         'NodePool "h100": spec.mig: T4 GPUs do not support MIG'),
+         'NodePool "h100" is invalid: spec.mig: T4 GPUs do not support MIG'),
         ({"mig": {"config": "all-disabled", "profile": "x"}},
-         'NodePool "h100": spec.mig.profile: unknown field (known: config, migParted)'),
+         'NodePool "h100" is invalid: spec.mig.profile: unknown field (known: config, migParted)'),
     ],
 )
 def test_bad_pools(spec, message):
@@ -335,7 +335,7 @@ def test_bad_pools(spec, message):
 def test_spec_is_required():
     doc = copy.deepcopy(H100_POOL)
     del doc["spec"]
-    assert error(doc) == 'NodePool "h100": spec: Required value'
+    assert error(doc) == 'NodePool "h100" is invalid: spec: Required value'
 
 
 @pytest.mark.parametrize(
@@ -344,11 +344,11 @@ def test_spec_is_required():
         ({"metadata": {}}, "NodePool: metadata.name: Required value"),
         ({"kind": "Node"}, 'NodePool "h100": apiVersion/kind must be gpulab.dev/v1alpha1/NodePool, got gpulab.dev/v1alpha1/Node'),
         ({"metadata": {"name": "H100"}},
-         'NodePool "H100": metadata.name: Invalid value: "H100": a lowercase RFC 1123 label must consist of lower case '
+         'NodePool "H100" is invalid: metadata.name: Invalid value: "H100": a lowercase RFC 1123 label must consist of lower case '
          "alphanumeric characters or '-', and must start and end with an alphanumeric character "
          "(regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')"),
         ({"metadata": {"name": "a" * 62}},
-         f'NodePool "{"a" * 62}": metadata.name: Invalid value: "{"a" * 62}": node name "{"a" * 62}-1" must be no '
+         f'NodePool "{"a" * 62}" is invalid: metadata.name: Invalid value: "{"a" * 62}": node name "{"a" * 62}-1" must be no '
          "more than 63 characters"),
     ],
 )
@@ -457,3 +457,186 @@ def test_manifest_bad_documents(change, message):
     with pytest.raises(GpuLabError) as exc:
         node_from_manifest(doc)
     assert str(exc.value) == message
+
+
+# ---- cpu/memory default from the GPU model's reference machine, per GPU
+
+def gpu_pool(model, count, **spec):
+    doc = pool(gpu={"model": model, "count": count}, cpu=None, memory=None, count=1)
+    doc["spec"].update(spec)
+    return doc
+
+
+@pytest.mark.parametrize(
+    "model, gpus, cpu_millis, memory_gib",
+    [
+        ("H100-80GB", 8, 192_000, 2048),  # p5.48xlarge: 192 vCPU, 2048 GiB for 8
+        ("H200-141GB", 8, 192_000, 2048),  # p5en.48xlarge, same shape
+        ("A100-40GB", 8, 96_000, 1152),  # p4d.24xlarge: 96 vCPU, 1152 GiB for 8
+        ("A100-80GB", 4, 48_000, 576),  # p4de.24xlarge, half of it
+        ("L4", 4, 16_000, 64),  # g6.xlarge: 4 vCPU, 16 GiB per GPU
+        ("T4", 1, 4_000, 16),  # g4dn.xlarge
+        ("A10G", 2, 8_000, 32),  # g5.xlarge
+        ("L40S", 3, 12_000, 96),  # g6e.xlarge: 4 vCPU, 32 GiB per GPU
+        ("h100", 1, 24_000, 256),  # aliases work too
+    ],
+)
+def test_cpu_and_memory_default_from_reference_machine(model, gpus, cpu_millis, memory_gib):
+    (node,) = expand_node_pool(gpu_pool(model, gpus))
+    assert node.capacity["cpu"] == cpu_millis
+    assert node.capacity["memory"] == memory_gib * 2**30
+    assert node.capacity["nvidia.com/gpu"] == gpus
+    assert node.allocatable == node.capacity  # no reservations: defaults are allocatable too
+    assert "cpu" not in node.raw["nodePool"]  # the spec is kept as written
+
+
+def test_defaults_cover_every_catalog_model():
+    from gpu_lab.gpus.catalog import MODELS
+
+    for name, m in MODELS.items():
+        (node,) = expand_node_pool(gpu_pool(name, m.reference.gpus))
+        assert node.capacity["cpu"] == m.reference.vcpus * 1000, name
+        assert node.capacity["memory"] == m.reference.memory_gib * 2**30, name
+
+
+def test_explicit_cpu_or_memory_wins():
+    (node,) = expand_node_pool(gpu_pool("H100", 8, cpu="96"))
+    assert (node.capacity["cpu"], node.capacity["memory"]) == (96_000, 2048 * 2**30)
+    (node,) = expand_node_pool(gpu_pool("H100", 8, memory="1Ti"))
+    assert (node.capacity["cpu"], node.capacity["memory"]) == (192_000, 2**40)
+    (node,) = expand_node_pool(gpu_pool("L4", 4, cpu="500m", memory="3Gi"))
+    assert (node.capacity["cpu"], node.capacity["memory"]) == (500, 3 * 2**30)
+
+
+def test_explicit_bad_value_is_not_replaced_by_the_default():
+    assert error(gpu_pool("H100", 8, cpu="-1")) == (
+        'NodePool "h100" is invalid: spec.cpu: Invalid value: "-1": must be greater than or equal to 0')
+
+
+@pytest.mark.parametrize("gpu", [None, {"model": "H100", "count": 0}, {"count": 0}])
+def test_pool_without_gpus_still_needs_cpu_and_memory(gpu):
+    doc = pool(gpu=None, cpu=None, memory=None)
+    if gpu is not None:
+        doc["spec"]["gpu"] = gpu
+    assert error(doc) == 'NodePool "h100" is invalid: [spec.cpu: Required value, spec.memory: Required value]'
+
+
+def test_pool_without_gpus_missing_one_resource_reads_as_before():
+    assert error(pool(gpu=None, cpu=None)) == 'NodePool "h100" is invalid: spec.cpu: Required value'
+
+
+def test_wrong_gpu_is_reported_once_not_as_missing_cpu():
+    # fixing the GPU fixes the default, so a missing cpu/memory is not an error of its own
+    assert error(gpu_pool("X100", 8)) == (
+        f'NodePool "h100" is invalid: spec.gpu.model: unknown GPU model "X100" (known: {KNOWN})')
+    assert error(gpu_pool("H100", -1)) == (
+        'NodePool "h100" is invalid: spec.gpu.count: Invalid value: -1: must be greater than or equal to 0')
+
+
+def test_defaulted_pool_in_a_scenario():
+    from gpu_lab.model.scenario import parse_scenario
+
+    doc = gpu_pool("L4", 4)
+    doc["spec"]["count"] = 2
+    sc = parse_scenario([doc])
+    assert [n.allocatable["cpu"] for n in sc.nodes] == [16_000, 16_000]
+    assert [n.allocatable["memory"] for n in sc.nodes] == [64 * 2**30] * 2
+
+
+# ---- every error at once, as the API server reports them
+
+MANY = {
+    "count": -1,
+    "gpu": {"model": "X100", "count": 8},
+    "pods": -5,
+    "labels": {"spot": True},
+    "taints": [{"key": "gpu", "effect": "NoRun"}, {"effect": "NoSchedule"}],
+    "devicePlugin": {"version": "v2", "flags": {"migStrategy": "some"}},
+}
+
+
+def many_errors():
+    doc = pool(**MANY)
+    with pytest.raises(InvalidNodePool) as exc:
+        expand_node_pool(doc)
+    return exc.value
+
+
+def test_all_errors_listed_in_one_message_in_field_order():
+    err = many_errors()
+    assert err.errors == [
+        "spec.count: Invalid value: -1: must be greater than or equal to 0",
+        f'spec.gpu.model: unknown GPU model "X100" (known: {KNOWN})',
+        "spec.pods: Invalid value: -5: must be greater than or equal to 0",
+        "spec.labels[spot]: Invalid value: True: must be a string (quote it in YAML)",
+        'spec.taints[0].effect: Unsupported value: "NoRun": supported values: "NoSchedule", '
+        '"PreferNoSchedule", "NoExecute"',
+        "spec.taints[1].key: Required value",
+        "spec.devicePlugin.version: unknown version: v2",
+        'spec.devicePlugin.flags.migStrategy: Unsupported value: "some": supported values: "none", '
+        '"single", "mixed"',
+    ]
+    assert str(err) == 'NodePool "h100" is invalid: [' + ", ".join(err.errors) + "]"
+    assert isinstance(err, InvalidObject) and isinstance(err, GpuLabError)
+    assert (err.kind, err.name) == ("NodePool", "h100")
+    assert str(many_errors()) == str(err)  # stable from run to run
+
+
+def test_three_errors_exact_message():
+    assert error(pool(count=None, gpu={"model": "H100"}, cpu="lots", ephemeralStorage="-1Gi")) == (
+        'NodePool "h100" is invalid: [spec.count: Required value, spec.gpu.count: Required value, '
+        f"spec.cpu: quantities must match the regular expression '{QUANTITY_PATTERN}', "
+        'spec.ephemeralStorage: Invalid value: "-1Gi": must be greater than or equal to 0]')
+
+
+def test_metadata_and_unknown_fields_join_the_list():
+    doc = pool(count=-1, gpus=8, replicas=2)
+    doc["metadata"]["name"] = "H100"
+    msg = error(doc)
+    assert msg.startswith('NodePool "H100" is invalid: [metadata.name: Invalid value: "H100": a lowercase '
+                          "RFC 1123 label")
+    assert msg.endswith(", spec.gpus: unknown field (known: count, gpu, cpu, memory, ephemeralStorage, pods, "
+                        "instanceType, labels, taints, devicePlugin, mig), spec.replicas: unknown field (known: "
+                        "count, gpu, cpu, memory, ephemeralStorage, pods, instanceType, labels, taints, "
+                        "devicePlugin, mig), spec.count: Invalid value: -1: must be greater than or equal to 0]")
+
+
+def test_every_label_and_taint_is_checked():
+    msg = error(pool(labels={"a": 1, "b": "ok", "c": "no good"},
+                     taints=[{"key": "x", "effect": "NoSchedule"}, {"key": "x", "effect": "NoSchedule"},
+                             {"key": "y", "value": 3}]))
+    assert msg == (
+        'NodePool "h100" is invalid: ['
+        "spec.labels[a]: Invalid value: 1: must be a string (quote it in YAML), "
+        'spec.labels[c]: Invalid value: "no good": a valid label value must be no more than 63 characters and '
+        "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric "
+        "character (regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]'), "
+        'spec.taints[1]: Duplicate value: "x:NoSchedule": taints must be unique by key and effect pair, '
+        "spec.taints[2].value: Invalid value: 3: must be a string (quote it in YAML), "
+        "spec.taints[2].effect: Required value]")
+
+
+def test_nested_config_errors_are_collected_alongside():
+    msg = error(pool(count=None, devicePlugin={
+        "flags": {"migStrategy": "single"},
+        "sharing": {"timeSlicing": {"resources": [{"name": "nvidia.com/gpu", "replicas": 1}]}}},
+        mig={"config": "all-1g.5gb"}))
+    assert msg == (
+        'NodePool "h100" is invalid: [spec.count: Required value, '
+        "spec.devicePlugin.sharing.timeSlicing.resources[0].replicas: number of replicas must be >= 2, "
+        'spec.mig.config: unknown MIG config "all-1g.5gb" for H100-80GB (known: all-disabled, all-enabled, '
+        "all-1g.10gb, all-1g.10gb.me, all-1g.20gb, all-2g.20gb, all-3g.40gb, all-4g.40gb, all-7g.80gb, "
+        "all-balanced)]")
+
+
+def test_mig_with_a_wrong_gpu_reports_the_gpu_only():
+    assert error(pool(gpu={"model": "X100", "count": 8}, mig={"config": "all-balanced"})) == (
+        f'NodePool "h100" is invalid: spec.gpu.model: unknown GPU model "X100" (known: {KNOWN})')
+
+
+def test_plain_nodes_still_stop_at_the_first_error():
+    doc = copy.deepcopy(NODE)
+    doc["metadata"] = {"name": "n1", "labels": {"a": 1, "b": 2}}
+    with pytest.raises(GpuLabError) as exc:
+        node_from_manifest(doc)
+    assert str(exc.value) == 'Node "n1": metadata.labels[a]: Invalid value: 1: must be a string (quote it in YAML)'
