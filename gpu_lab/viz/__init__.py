@@ -1,0 +1,36 @@
+"""``gpu_lab.charts``: Altair charts of what a session shows, for lessons and labs.
+
+Every chart reads only the public ``Session`` calls (``nodes()``, ``pods()``,
+``explain()``, ``describe_node()``) and ``gpu_lab.gpus``, so the same cell draws
+the same picture on the simulator, a local control plane or a real cluster.
+Data is always inlined in the chart: nothing is fetched when it renders, and
+``save`` writes PNG/SVG offline through vl-convert. Importing this package makes
+Altair render charts as inline SVG (``export.offline_renderer``) for the same reason.
+"""
+
+from __future__ import annotations
+
+from .contention import contention
+from .cost import cost, fleet_cost
+from .export import save, use_offline_renderer
+from .fragmentation import fragmentation
+from .mig import mig_layout, mig_profiles
+from .occupancy import occupancy
+from .scores import scores
+from .whatif import whatif
+
+# Charts draw as inline SVG wherever a notebook shows them: no CDN, so they render offline.
+use_offline_renderer()
+
+__all__ = [
+    "contention",
+    "cost",
+    "fleet_cost",
+    "fragmentation",
+    "mig_layout",
+    "mig_profiles",
+    "occupancy",
+    "save",
+    "scores",
+    "whatif",
+]

@@ -1,0 +1,56 @@
+from vizkit import dataset_with, pod, pool, session, walk
+
+import gpu_lab
+
+charts = gpu_lab.charts
+
+
+def _lab():
+    return session(pool("h100", "H100-80GB", 8, count=3), pod("first", 6), pod("second", 2))
+
+
+def test_stacked_weighted_scores_sum_to_the_explanation_totals():
+    lab = _lab()
+    e = lab.explain("default/second")
+    chart = charts.scores(e)
+    rows = dataset_with(chart, "node", "plugin", "weighted")
+    plugins = [p for p in dict.fromkeys(c[0] for c in e.scores.columns) if p != "total"]
+    assert {r["plugin"] for r in rows} == set(plugins)
+    assert {r["node"] for r in rows} == set(e.scores.index)
+    for node in e.scores.index:
+        mine = [r for r in rows if r["node"] == node]
+        assert sum(r["weighted"] for r in mine) == e.scores.loc[node, ("total", "")]
+        for r in mine:
+            assert r["weighted"] == e.scores.loc[node, (r["plugin"], "weighted")]
+    totals = dataset_with(chart, "node", "total", "label")
+    assert {t["node"]: t["total"] for t in totals} == {
+        n: int(v) for n, v in e.scores[("total", "")].items()}
+    chosen = [t for t in totals if t["chosen"]]
+    assert [t["node"] for t in chosen] == [e.node]
+    assert "chosen" in chosen[0]["label"]
+    # best first, as in the explanation
+    y = next(enc["y"] for enc in walk(chart.to_dict()) if isinstance(enc.get("y"), dict)
+             and enc["y"].get("field") == "node")
+    assert y["sort"] == list(e.scores.index)
+
+
+def test_pending_pod_gets_a_text_chart():
+    lab = session(pool("l4", "L4", 4), pod("huge", 8))
+    e = lab.explain("default/huge")
+    assert e.node is None and e.scores.empty
+    chart = charts.scores(e, title="why pending")
+    spec = chart.to_dict()
+    assert spec["mark"]["type"] == "text"
+    lines = [r["line"] for r in dataset_with(chart, "line")]
+    assert lines[0] == "No node was scored."
+    assert "Insufficient nvidia.com/gpu" in " ".join(lines)
+    assert spec["title"]["text"] == "why pending"
+
+
+def test_single_feasible_node_is_bound_without_scores():
+    lab = session(pool("l4", "L4", 2), pod("p", 2))
+    e = lab.explain("default/p")
+    assert e.node == "l4-0"
+    lines = [r["line"] for r in dataset_with(charts.scores(e), "line")]
+    assert lines[:2] == ["No node was scored.", "The pod was bound to l4-0 without scoring."]
+    assert any("only one feasible node" in line for line in lines)
