@@ -1,0 +1,72 @@
+"""How long the whole curriculum takes on the sim: every lesson, solution and generated lab.
+
+Each notebook runs in a fresh kernel from its own folder, as nbval and the labs tests do;
+labs are expected to stop at their first stub (NotImplementedError) and are timed up to
+there. Peak memory is the kernel's maximum resident set size. Usage:
+
+    .venv/bin/python benchmarks/curriculum.py [--json benchmarks/results/curriculum.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+from nbclient import NotebookClient
+from nbclient.exceptions import CellExecutionError
+
+ROOT = Path(__file__).resolve().parents[1]
+PEAK_RSS = "import resource; print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"
+
+
+def run(path: Path, expect_stub: bool) -> dict:
+    nb = nbformat.read(path, as_version=4)
+    nb.cells.append(nbformat.v4.new_code_cell(PEAK_RSS))
+    client = NotebookClient(nb, timeout=300, kernel_name="python3",
+                            resources={"metadata": {"path": str(path.parent)}},
+                            allow_errors=expect_stub)
+    t0 = time.perf_counter()
+    try:
+        client.execute()
+        outcome = "ok"
+    except CellExecutionError as err:
+        outcome = f"error: {str(err).strip().splitlines()[-1][:200]}"
+    seconds = time.perf_counter() - t0
+    stopped = any(o.get("ename") == "NotImplementedError" for c in nb.cells if c.cell_type == "code"
+                  for o in c.get("outputs", []) if o.get("output_type") == "error")
+    if expect_stub:
+        outcome = "stopped at a stub" if stopped else "did not stop at a stub"
+    rss = next((o["text"].strip() for o in nb.cells[-1].get("outputs", []) if o.get("name") == "stdout"), "")
+    return {"notebook": str(path.relative_to(ROOT)), "seconds": round(seconds, 2), "outcome": outcome,
+            "peak_rss_mb": round(int(rss) / 1024, 1) if rss.isdigit() else None}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--json", type=Path, help="also write the figures here")
+    args = ap.parse_args(argv)
+    books = [(p, False) for d in ("lessons", "solutions") for p in sorted((ROOT / d).glob("[0-9]*.ipynb"))]
+    books += [(p, True) for p in sorted((ROOT / "labs").glob("[0-9]*.ipynb"))]
+    rows, t0 = [], time.perf_counter()
+    for path, stub in books:
+        row = run(path, stub)
+        rows.append(row)
+        print(f"{row['notebook']:<45} {row['seconds']:>6.1f} s  {row['peak_rss_mb'] or '?':>6} MB  {row['outcome']}",
+              flush=True)
+    total = time.perf_counter() - t0
+    print(f"{'total':<45} {total:>6.1f} s  ({len(rows)} notebooks, one after the other)")
+    if args.json:
+        args.json.write_text(json.dumps({"total_seconds": round(total, 1), "notebooks": rows,
+                                         "python": platform.python_version(), "date": time.strftime("%Y-%m-%d")},
+                                        indent=2) + "\n")
+    bad = [r for r in rows if r["outcome"] not in ("ok", "stopped at a stub")]
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
