@@ -1,0 +1,61 @@
+"""``gpu_lab.drill``: the interview question bank, flashcards and a timed mock interview.
+
+>>> import gpu_lab
+>>> qs = gpu_lab.drill.questions(topic="mig", level="advanced")
+>>> gpu_lab.drill.quiz(topic="sharing", n=5, seed=0)          # doctest: +SKIP
+>>> gpu_lab.drill.mock_interview(minutes=20, n=6, seed=0)     # doctest: +SKIP
+
+From a shell: ``gpu-lab drill export --json`` (the whole bank), ``--topic``/``--level`` to
+filter. The widgets need ipywidgets (in the ``lab`` extra); everything else is plain Python.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import Any
+
+from .bank import (
+    LEVELS,
+    TOPICS,
+    BankError,
+    Question,
+    get,
+    levels,
+    load_bank,
+    questions,
+    topics,
+    validate_bank,
+)
+from .state import MARKS, DrillError, MockInterview, QuizState
+
+_WIDGETS = ("quiz", "mock_interview", "Quiz", "MockInterviewView")
+
+__all__ = [
+    "LEVELS",
+    "MARKS",
+    "TOPICS",
+    "BankError",
+    "DrillError",
+    "MockInterview",
+    "MockInterviewView",
+    "Question",
+    "Quiz",
+    "QuizState",
+    "get",
+    "levels",
+    "load_bank",
+    "mock_interview",
+    "questions",
+    "quiz",
+    "topics",
+    "validate_bank",
+]
+
+
+def __getattr__(name: str) -> Any:
+    # The widget layer loads on first use (ipywidgets is only in the lab and dev extras).
+    if name in _WIDGETS:
+        value = getattr(import_module(".widgets", __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'gpu_lab.drill' has no attribute {name!r}")
