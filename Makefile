@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup lab test lint notebooks bench controlplane clean
+.PHONY: setup lab test lint notebooks labs bench controlplane clean
 
 setup: $(STAMP)
 
@@ -22,7 +22,12 @@ lint: setup
 notebooks: setup
 	$(PY) -m pytest -q -p no:randomly --nbval-lax --nbval-current-env lessons
 
+# Labs are generated from their solutions: edit solutions/, then `make labs`.
+labs: setup
+	$(VENV)/bin/gpu-lab labs generate
+
 test: lint
+	$(VENV)/bin/gpu-lab labs check
 	$(PY) -m pytest -q tests
 	$(PY) -m pytest -q --nbval-lax --nbval-current-env lessons
 

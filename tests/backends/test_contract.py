@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from realcluster import require_controlplane
 
@@ -169,3 +171,30 @@ def test_local_advance_runs_out_the_plugin_grace_period(local):
     assert local.describe_node("h100-1").capacity["nvidia.com/gpu"] == "0"
     local.restart_plugin("h100-1")
     assert local.describe_node("h100-1").capacity["nvidia.com/gpu"] == "8"
+
+
+LESSONS = Path(__file__).parents[2] / "lessons"
+
+
+@pytest.mark.controlplane
+def test_lesson_01_runs_unchanged_on_local(tmp_path, monkeypatch):
+    """The lesson says: change the BACKEND line to run the same cells on the real control
+    plane. Do exactly that, and nothing else."""
+    require_controlplane("the real-cluster tests")
+    import nbformat
+    from nbclient import NotebookClient
+
+    nb = nbformat.read(LESSONS / "01_device_plugin.ipynb", as_version=4)
+    first = [c for c in nb.cells if c.cell_type == "code" and 'BACKEND = "sim"' in c.source]
+    assert len(first) == 1, "lesson 01 must have exactly one BACKEND line to change"
+    first[0].source = first[0].source.replace('BACKEND = "sim"', 'BACKEND = "local"')
+    monkeypatch.setenv("GPU_LAB_HOME", str(tmp_path))  # the kernel inherits it: a private lab
+    try:
+        NotebookClient(nb, timeout=600, kernel_name="python3",
+                       resources={"metadata": {"path": str(LESSONS)}}).execute()
+    finally:
+        from gpu_lab.backends.local.cluster import LocalCluster
+
+        LocalCluster("default", tmp_path).down(progress=None, purge=True)
+    errors = [o for c in nb.cells for o in c.get("outputs", []) if o.get("output_type") == "error"]
+    assert not errors
