@@ -177,16 +177,17 @@ LESSONS = Path(__file__).parents[2] / "lessons"
 
 
 @pytest.mark.controlplane
-def test_lesson_01_runs_unchanged_on_local(tmp_path, monkeypatch):
+@pytest.mark.parametrize("lesson", ["00_start_here.ipynb", "01_device_plugin.ipynb"])
+def test_lesson_runs_unchanged_on_local(lesson, tmp_path, monkeypatch):
     """The lesson says: change the BACKEND line to run the same cells on the real control
     plane. Do exactly that, and nothing else."""
     require_controlplane("the real-cluster tests")
     import nbformat
     from nbclient import NotebookClient
 
-    nb = nbformat.read(LESSONS / "01_device_plugin.ipynb", as_version=4)
+    nb = nbformat.read(LESSONS / lesson, as_version=4)
     first = [c for c in nb.cells if c.cell_type == "code" and 'BACKEND = "sim"' in c.source]
-    assert len(first) == 1, "lesson 01 must have exactly one BACKEND line to change"
+    assert len(first) == 1, f"{lesson} must have exactly one BACKEND line to change"
     first[0].source = first[0].source.replace('BACKEND = "sim"', 'BACKEND = "local"')
     monkeypatch.setenv("GPU_LAB_HOME", str(tmp_path))  # the kernel inherits it: a private lab
     try:
