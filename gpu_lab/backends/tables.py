@@ -20,6 +20,11 @@ POD_COLUMNS = ["namespace", "name", "node", "phase", "priority", "gpus", "reques
                "nominated_node", "reason", "message", "start", "end"]
 
 
+NODE_COLUMNS = ["name", "pool", "product", "pods", "cpu_requested", "cpu_allocatable", "cpu_capacity",
+                "memory_requested_gib", "memory_allocatable_gib", "memory_capacity_gib", "unschedulable",
+                "taints"]
+
+
 @dataclass
 class PodRow:
     namespace: str
@@ -90,7 +95,8 @@ def nodes_frame(rows: list[NodeRow]) -> pd.DataFrame:
         row["taints"] = ", ".join(f"{t.key}={t.value}:{t.effect}" if t.value else f"{t.key}:{t.effect}"
                                   for t in n.taints)
         data.append(row)
-    return pd.DataFrame(data)
+    # An empty cluster still has the columns, so code reading them needs no special case.
+    return pd.DataFrame(data, columns=None if data else NODE_COLUMNS)
 
 
 def document(backend: str, pods: list[PodRow], nodes: list[NodeRow]) -> dict[str, Any]:

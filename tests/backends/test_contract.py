@@ -199,3 +199,9 @@ def test_lesson_runs_unchanged_on_local(lesson, tmp_path, monkeypatch):
         LocalCluster("default", tmp_path).down(progress=None, purge=True)
     errors = [o for c in nb.cells for o in c.get("outputs", []) if o.get("output_type") == "error"]
     assert not errors
+
+
+def test_empty_tables_keep_their_columns():
+    lab = gpu_lab.connect("sim")
+    assert {"name", "cpu_capacity", "taints"} <= set(lab.nodes().columns)
+    assert {"name", "node", "phase", "message"} <= set(lab.pods().columns)
