@@ -1,6 +1,6 @@
 """The kubelet's device manager: plugins, devices, health, capacity and who holds what.
 
-One ``DeviceManager`` per node, shared by the simulator and (later) the real
+One ``DeviceManager`` per node, shared by the simulator and the local
 backend's node agent. It models ``pkg/kubelet/cm/devicemanager`` (checked
 against Kubernetes v1.37.2):
 

@@ -1,6 +1,8 @@
 """What a kubelet does with a pod bound to its node, minus the containers.
 
-Pure functions used by :mod:`gpu_lab.backends.local.nodeagent`:
+Pure functions used by :mod:`gpu_lab.backends.local.nodeagent` (``fit_failure`` and the
+admission messages live in :mod:`gpu_lab.deviceplugin.admission`, shared with the
+simulator, and are re-exported here):
 
 * ``pod_requests``: the pod's effective requests (``resourcehelper.PodRequests``:
   app containers summed, at least the largest init container, plus overhead), in
