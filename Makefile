@@ -13,8 +13,17 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[dev,lab]'
 	touch $(STAMP)
 
+# The project's JupyterLab settings (jupyter/lab-settings/overrides.json: no news pop-up over
+# the first lesson). As root (containers, Binder-style images) Jupyter refuses to start
+# without --allow-root: pass it, and say so.
+LAB_FLAGS := --LabApp.app_settings_dir=$(CURDIR)/jupyter/lab-settings
 lab: setup
-	$(VENV)/bin/jupyter lab lessons/00_start_here.ipynb
+	@if [ "$$(id -u)" = "0" ]; then \
+	  echo "make lab: running as root, so JupyterLab is started with --allow-root"; \
+	  exec $(VENV)/bin/jupyter lab --allow-root $(LAB_FLAGS) lessons/00_start_here.ipynb; \
+	else \
+	  exec $(VENV)/bin/jupyter lab $(LAB_FLAGS) lessons/00_start_here.ipynb; \
+	fi
 
 lint: setup
 	$(PY) -m ruff check gpu_lab tests

@@ -86,7 +86,11 @@ from concurrent import futures
 from dataclasses import dataclass
 from pathlib import Path
 
-import grpc
+# gRPC C-core prints INFO lines ("chttp2_transport ... Got goaway") to the terminal unless
+# told otherwise, and reads this when it starts: quiet by default, the user's choice wins.
+os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
+
+import grpc  # noqa: E402
 
 from ..errors import GpuLabError
 from ..gpus.catalog import GpuModel, get_model

@@ -267,7 +267,7 @@ def test_lab_directory_follows_gpu_lab_home(tmp_path, monkeypatch):
 def test_cli_on_a_lab_that_never_ran(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("GPU_LAB_HOME", str(tmp_path))
     assert cli_main(["status", "--name", "never"]) == 1
-    assert "stopped" in capsys.readouterr().out
+    assert "lab 'never' does not exist" in capsys.readouterr().out
     assert cli_main(["kubeconfig", "--name", "never"]) == 1
     assert cli_main(["down", "--name", "never"]) == 0
     with pytest.raises(SystemExit) as exc:

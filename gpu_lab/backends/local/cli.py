@@ -13,17 +13,17 @@ is not healthy), 2 bad usage.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
-import signal
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 from gpu_lab.errors import GpuLabError
 
-from .cluster import ALIASES, COMPONENTS, LocalCluster
+from . import agentproc
+from .client import Unreachable
+from .cluster import ALIASES, COMPONENTS, PLUGIN_PREFIX, LocalCluster, LocalClusterError
 
 BACKENDS = ("local", "kind")
 
@@ -44,65 +44,46 @@ def _kind(args):
     return KindCluster(name=args.name if args.name != "default" else "gpu-lab")
 
 
-AGENT = "nodeagent"
+AGENT = agentproc.AGENT
 
 
-def _agent_pid(lab: LocalCluster) -> int | None:
-    """The node agent's pid if it is alive and really ours (cmdline names this lab)."""
-    path = lab.pids_dir / f"{AGENT}.pid"
-    try:
-        pid = int(path.read_text())
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
-    except (OSError, ValueError):
-        return None
-    return pid if "nodeagent" in cmdline and str(lab.dir) in cmdline else None
+def _name_flag(lab: LocalCluster) -> str:
+    return "" if lab.name == "default" else f" --name {lab.name}"
 
 
 def stop_agent(lab: LocalCluster) -> bool:
-    """SIGTERM the lab's node agent (its plugin processes exit with it); True if one ran."""
-    pid = _agent_pid(lab)
-    if pid is None:
-        return False
-    os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and _agent_pid(lab) == pid:
-        time.sleep(0.1)
-    if _agent_pid(lab) == pid:
-        os.kill(pid, signal.SIGKILL)
-    (lab.pids_dir / f"{AGENT}.pid").unlink(missing_ok=True)
-    return True
+    """Stop the lab's node agent (its plugin processes exit with it); True if one ran."""
+    return agentproc.stop(lab)
 
 
 def start_agent(lab: LocalCluster, scenario: str, progress=_progress, timeout: float = 60) -> None:
     """Run the node agent for a scenario's nodes as a process that outlives this command,
     then create the scenario's other objects through the API server."""
     from ...model.scenario import load_documents
+    from .client import AlreadyExists
 
-    stop_agent(lab)
-    log = lab.logs_dir / f"{AGENT}.log"
-    lab.pids_dir.mkdir(parents=True, exist_ok=True)
-    with open(log, "w") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "gpu_lab.backends.local.nodeagent", "--kubeconfig", str(lab.kubeconfig()),
-             "--scenario", str(Path(scenario).absolute()), "--work-dir", str(lab.dir / "nodes")],
-            stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-    (lab.pids_dir / f"{AGENT}.pid").write_text(str(proc.pid))
-    deadline = time.monotonic() + timeout
-    while "node(s) ready" not in log.read_text():
-        if proc.poll() is not None or time.monotonic() > deadline:
-            tail = log.read_text().strip().splitlines()[-1:] or ["no output"]
-            raise GpuLabError(f"node agent did not start: {tail[0]} (log: {log})")
-        time.sleep(0.2)
-    progress(log.read_text().strip().splitlines()[-1])
+    agentproc.start(lab, scenario, timeout=timeout, progress=progress)
     others = [d for d in load_documents(scenario) if d.get("kind") not in ("Node", "NodePool")]
     if others:
         from .session import LocalSession
 
-        LocalSession(lab.name, lab.dir.parent.parent).apply(others)
+        try:
+            LocalSession(lab.name, lab.dir.parent.parent).apply(others)
+        except AlreadyExists as err:
+            raise GpuLabError(
+                f"{err}: the lab keeps its objects across `gpu-lab down`; "
+                f"`gpu-lab down{_name_flag(lab)} --purge` deletes them, then "
+                f"`gpu-lab up{_name_flag(lab)} --scenario {scenario}` starts afresh"
+            ) from None
         progress(f"applied {len(others)} object(s) from {scenario}")
 
 
 def cmd_up(args) -> int:
+    if args.scenario:  # bad input is one line (exit 2) before anything starts
+        from ...model.scenario import load_scenario
+
+        if not load_scenario(args.scenario).nodes:
+            raise GpuLabError(f"{args.scenario}: no Nodes or NodePools for the node agent to run")
     if getattr(args, "backend", "local") == "kind":
         if not args.scenario:
             raise GpuLabError("gpu-lab up --backend kind needs --scenario FILE (the nodes to create)")
@@ -110,12 +91,14 @@ def cmd_up(args) -> int:
         return 0
     lab = _lab(args)
     try:
-        lab.up(progress=None if args.quiet else _progress, timeout=args.timeout)
+        # with --scenario, the agent is started below (not the one recorded before)
+        lab.up(progress=None if args.quiet else _progress, timeout=args.timeout,
+               agents=not args.scenario)
         if args.scenario:
             start_agent(lab, args.scenario, progress=(lambda _m: None) if args.quiet else _progress)
     except KeyboardInterrupt:
         print(
-            f"interrupted; what already started keeps running (`gpu-lab down --name {lab.name}`)",
+            f"interrupted; what already started keeps running (`gpu-lab down{_name_flag(lab)}`)",
             file=sys.stderr,
         )
         return 130
@@ -126,46 +109,81 @@ def cmd_down(args) -> int:
     if getattr(args, "backend", "local") == "kind":
         _kind(args).down(progress=_progress, purge=args.purge)
         return 0
-    lab = _lab(args)
-    if stop_agent(lab):
-        _progress("node agent stopped")
-    lab.down(progress=_progress, purge=args.purge)
+    _lab(args).down(progress=_progress, purge=args.purge)
     return 0
+
+
+OK_STATES = ("healthy", "starting")
 
 
 def cmd_status(args) -> int:
     lab = _lab(args)
-    st = lab.status()
-    healthy = all(s.state == "healthy" for s in st.values())
+    if not lab.exists():
+        if args.json:
+            print(json.dumps({"name": lab.name, "dir": str(lab.dir), "exists": False,
+                              "healthy": False, "components": {}}, indent=2))
+        else:
+            print(f"lab {lab.name!r} does not exist ({lab.dir}): `gpu-lab up{_name_flag(lab)}` "
+                  "creates it")
+        return 1
+    st = lab.full_status()
+    healthy = all(s.state in OK_STATES for s in st.values())
     if args.json:
         doc = {
             "name": lab.name,
             "dir": str(lab.dir),
+            "exists": True,
             "kubeconfig": str(lab.kubeconfig()),
             "healthy": healthy,
             "components": {c: s.to_dict() for c, s in st.items()},
         }
         print(json.dumps(doc, indent=2))
         return 0 if healthy else 1
+    width = max(25, *(len(c) + 1 for c in st))
     print(f"lab {lab.name!r} ({lab.dir})")
-    print(f"{'COMPONENT':<25} {'STATE':<10} {'PID':>8} {'PORT':>6}")
+    print(f"{'COMPONENT':<{width}} {'STATE':<10} {'PID':>8} {'PORT':>6}")
     for c, s in st.items():
         pid = str(s.pid) if s.pid else "-"
         port = str(s.port) if s.port else "-"
-        print(f"{c:<25} {s.state:<10} {pid:>8} {port:>6}")
+        print(f"{c:<{width}} {s.state:<10} {pid:>8} {port:>6}")
+    if not lab.node_status():
+        print(f"{AGENT:<{width}} {'none':<10} {'-':>8} {'-':>6}")
     for c, s in st.items():
         if s.detail:
             print(f"{c}: {s.detail}")
     if any(s.state != "stopped" for s in st.values()):
         print(f"kubeconfig: {lab.kubeconfig()}")
+    if not healthy:
+        print(f"`gpu-lab up{_name_flag(lab)}` repairs what is stopped or hung")
     return 0 if healthy else 1
+
+
+def _log_file(lab: LocalCluster, component: str) -> Path:
+    if component == AGENT:
+        return agentproc.log_path(lab)
+    if component.startswith(PLUGIN_PREFIX):
+        node = component[len(PLUGIN_PREFIX):]
+        if not node or "/" in node or node.startswith("."):
+            raise GpuLabError(f"invalid node name {node!r}")
+        return agentproc.work_dir(lab) / node / "device-plugin.log"
+    return lab.log_path(component)  # raises on an unknown name
 
 
 def cmd_logs(args) -> int:
     lab = _lab(args)
-    text = lab.logs(args.component, tail=None if args.tail < 0 else args.tail)
+    path = _log_file(lab, args.component)
+    if args.component in (AGENT,) or args.component.startswith(PLUGIN_PREFIX):
+        try:
+            lines = path.read_bytes().decode(errors="replace").splitlines()
+        except OSError:
+            lines = []
+        if args.tail >= 0:
+            lines = lines[-args.tail:] if args.tail else []
+        text = "\n".join(lines)
+    else:
+        text = lab.logs(args.component, tail=None if args.tail < 0 else args.tail)
     if not text:
-        print(f"no log for {args.component} in {lab.logs_dir}", file=sys.stderr)
+        print(f"no log for {args.component} in {path.parent}", file=sys.stderr)
         return 1
     print(text)
     return 0
@@ -210,9 +228,8 @@ def build_parser(prog: str = "gpu-lab") -> argparse.ArgumentParser:
     logs = named(sub.add_parser("logs", help="the last lines of a component's log"))
     logs.add_argument(
         "component",
-        choices=[*COMPONENTS, *ALIASES],
         metavar="COMPONENT",
-        help=", ".join(COMPONENTS),
+        help=", ".join([*COMPONENTS, AGENT, PLUGIN_PREFIX + "NODE"]),
     )
     logs.add_argument("--tail", type=int, default=50, help="lines (default 50; -1: all)")
     logs.set_defaults(func=cmd_logs)
@@ -222,13 +239,32 @@ def build_parser(prog: str = "gpu-lab") -> argparse.ArgumentParser:
     return p
 
 
+def _known(component: str) -> bool:
+    return component in (*COMPONENTS, *ALIASES, AGENT) or component.startswith(PLUGIN_PREFIX)
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command == "logs" and not _known(args.component):
+        parser.error(f"argument COMPONENT: invalid choice: {args.component!r} (choose from "
+                     f"{', '.join([*COMPONENTS, *ALIASES, AGENT, PLUGIN_PREFIX + 'NODE'])})")
     try:
         return args.func(args)
-    except GpuLabError as exc:
+    except (LocalClusterError, Unreachable) as exc:  # the lab failed: 1
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    except GpuLabError as exc:  # bad input: 2, as `gpu-lab run` answers it
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except FileNotFoundError as exc:
+        print(f"error: {exc.filename or exc}: no such file", file=sys.stderr)
+        return 2
+    except BrokenPipeError:  # `gpu-lab logs ... | head`: the reader has all it wanted
+        with contextlib.suppress(OSError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        return 0
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

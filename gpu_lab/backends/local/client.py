@@ -77,6 +77,9 @@ PATCH_TYPES = {
     "apply": "application/apply-patch+yaml",
 }
 DEFAULT_TIMEOUT_S = 30.0
+#: kube-apiserver's --max-request-body-bytes default (3 MiB): a larger body is refused with
+#: 413 before it is read; checked here so that it is one line at once, not a broken TLS stream
+MAX_REQUEST_BYTES = 3 * 1024 * 1024
 FIELD_MANAGER = "gpu-lab"
 
 
@@ -242,6 +245,10 @@ class KubeClient:
         if body is not None:
             headers["Content-Type"] = content_type
             data = body if isinstance(body, (str, bytes)) else json.dumps(body)
+            size = len(data.encode() if isinstance(data, str) else data)
+            if size > MAX_REQUEST_BYTES:
+                raise ApiError(413, "RequestEntityTooLarge",
+                               f"Request entity too large: limit is {MAX_REQUEST_BYTES}")
         clean = {k: v for k, v in (params or {}).items() if v is not None}
         try:
             resp = self.session.request(

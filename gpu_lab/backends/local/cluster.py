@@ -32,6 +32,8 @@ import re
 import shutil
 import socket
 import ssl
+import subprocess
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
@@ -42,6 +44,7 @@ import yaml
 
 from gpu_lab.errors import GpuLabError
 
+from . import agentproc
 from . import kubeconfig as kc
 from . import ports as portlib
 from . import processes as procs
@@ -88,6 +91,14 @@ BIND_RETRIES = 3
 CRASH_RETRIES = 2
 SETTLE_S = 0.5
 STATE_VERSION = 1
+#: a running component that still fails its health check after this long is restarted by
+#: ``up`` (a hung process); one stopped by SIGSTOP is resumed at once
+HUNG_GRACE_S = 5.0
+#: the time kube-scheduler may take to check a configuration (it needs about 0.1 s)
+VALIDATE_TIMEOUT_S = 30.0
+#: the node agent and device plugins, in ``full_status()``
+NODEAGENT = agentproc.AGENT
+PLUGIN_PREFIX = "device-plugin/"
 
 Progress = Callable[[str], object] | None
 _NAME = re.compile(r"^[a-z0-9]([a-z0-9._-]{0,61}[a-z0-9])?$")
@@ -335,11 +346,100 @@ class LocalCluster:
                 out[c] = ComponentStatus(c, "running", pid, port, url)
                 continue
             ok, why = self._check(c, state)
+            if not ok and procs.is_frozen(pid):
+                why += f"; pid {pid} is stopped by a signal (hung): `gpu-lab up{self._name_flag}`"
+                why += " resumes it"
             out[c] = ComponentStatus(c, "healthy" if ok else "unhealthy", pid, port, url, why)
         return out
 
     def healthy(self) -> bool:
         return all(s.state == "healthy" for s in self.status().values())
+
+    def exists(self) -> bool:
+        """Whether this lab was ever started (``up``) and not deleted (``down --purge``)."""
+        return self.state_file.exists()
+
+    def node_status(self) -> dict[str, ComponentStatus]:
+        """The node agent(s) and each device plugin: ``nodeagent`` (``nodeagent-<pid>`` when
+        several run) and ``device-plugin/<node>``, state ``healthy``, ``starting``,
+        ``unhealthy`` (no heartbeat, plugin not registered), ``hung`` (stopped by a
+        signal) or ``stopped``. Empty when no agent has run since the lab started."""
+        docs = agentproc.agent_states(self)
+        cli_pid = agentproc.recorded_pid(self)
+        out: dict[str, ComponentStatus] = {}
+        if not docs and agentproc.recorded_scenario(self):
+            out[NODEAGENT] = ComponentStatus(
+                NODEAGENT, "stopped", None, None, None,
+                f"`gpu-lab up{self._name_flag}` starts it again",
+            )
+        for doc in docs:
+            pid = doc["pid"]
+            key = NODEAGENT if len(docs) == 1 else f"{NODEAGENT}-{pid}"
+            state, why = agentproc.assess(doc)
+            if pid != cli_pid and state == "stopped":
+                why += " (it ran in a Python session that has ended)"
+            out[key] = ComponentStatus(key, state, pid if state != "stopped" else None, None,
+                                       None, why)
+            for node, info in sorted((doc.get("nodes") or {}).items()):
+                if not info.get("plugin"):
+                    continue
+                pstate, pwhy = agentproc.assess_plugin(info, state)
+                name = PLUGIN_PREFIX + node
+                ppid = info.get("plugin_pid") if pstate != "stopped" else None
+                out[name] = ComponentStatus(name, pstate, ppid, None, None, pwhy)
+        return out
+
+    def full_status(self, check_health: bool = True) -> dict[str, ComponentStatus]:
+        """:meth:`status` of the control plane, then :meth:`node_status`."""
+        return {**self.status(check_health), **self.node_status()}
+
+    @property
+    def _name_flag(self) -> str:
+        return "" if self.name == "default" else f" --name {self.name}"
+
+    def check_ready(
+        self, health: bool = True, agents: bool = True, paused: tuple[str, ...] = ()
+    ) -> None:
+        """Raise :class:`LocalClusterError` at once, in one line that names the component
+        and the command that repairs it, when a component a command needs is stopped,
+        stopped by a signal (hung) or (``health``) fails its health check; likewise a node
+        agent of another process (``gpu-lab up --scenario``) that is gone or hung.
+        ``paused``: components the caller stopped on purpose (SIGSTOP) meanwhile."""
+        up = f"`gpu-lab up{self._name_flag}`"
+        if not self.exists():
+            raise LocalClusterError(f"no lab {self.name!r} in {self.dir}: run {up}")
+        state = self._load_state()
+        for c in COMPONENTS:
+            pid, _ = self._record(state, c)
+            if not self._is_running(state, c):
+                raise LocalClusterError(f"lab {self.name!r}: {c} is not running; {up} starts it")
+            if c not in paused and procs.is_frozen(pid):
+                raise LocalClusterError(
+                    f"lab {self.name!r}: {c} (pid {pid}) is stopped by a signal (hung); "
+                    f"{up} resumes it"
+                )
+        if health:
+            for c in (x for x in COMPONENTS if x not in paused):
+                ok, why = self._check(c, state)
+                if not ok:
+                    raise LocalClusterError(
+                        f"lab {self.name!r}: {c} is not healthy ({why}); {up} repairs it"
+                    )
+        if agents:
+            me = os.getpid()
+            for doc in agentproc.agent_states(self):
+                if doc["pid"] == me:
+                    continue
+                st, why = agentproc.assess(doc)
+                if st in ("stopped", "hung", "unhealthy"):
+                    fix = (f"{up} restarts it" if agentproc.recorded_scenario(self)
+                           else f"{up} cleans it up; apply the nodes again")
+                    if st == "hung":
+                        fix = f"{up} resumes it"
+                    raise LocalClusterError(
+                        f"lab {self.name!r}: the node agent (pid {doc['pid']}) is {st}"
+                        f" ({why}); {fix}"
+                    )
 
     def connect(self) -> LocalCluster:
         """Attach to a lab that is already up (e.g. after a notebook kernel restart).
@@ -425,31 +525,83 @@ class LocalCluster:
             )
         kc.write(self.config_dir / "kube-scheduler.yaml", self._scheduler_config_text())
 
-    def _scheduler_config_text(self) -> str:
-        custom = self.config_dir / "kube-scheduler.custom.yaml"
-        doc: dict[str, Any] = {}
+    @property
+    def _custom_scheduler_config(self) -> Path:
+        return self.config_dir / "kube-scheduler.custom.yaml"
+
+    def _saved_scheduler_config(self) -> dict[str, Any] | None:
         with contextlib.suppress(OSError, yaml.YAMLError):
-            loaded = yaml.safe_load(custom.read_text())
+            loaded = yaml.safe_load(self._custom_scheduler_config.read_text())
             if isinstance(loaded, dict):
-                doc = loaded
+                return loaded
+        return None
+
+    def _scheduler_config_text(
+        self, custom: dict[str, Any] | None = None, kubeconfig: Path | None = None
+    ) -> str:
+        doc: dict[str, Any] = dict(
+            self._saved_scheduler_config() or {} if custom is None else custom
+        )
         doc.setdefault("apiVersion", "kubescheduler.config.k8s.io/v1")
         doc.setdefault("kind", "KubeSchedulerConfiguration")
+        conn = doc.get("clientConnection")
         doc["clientConnection"] = {
-            **(doc.get("clientConnection") or {}),
-            "kubeconfig": str(self.config_dir / f"{SCHEDULER}.kubeconfig"),
+            **(conn if isinstance(conn, dict) else {}),
+            "kubeconfig": str(kubeconfig or self.config_dir / f"{SCHEDULER}.kubeconfig"),
         }
         doc["leaderElection"] = {"leaderElect": False}
         return yaml.safe_dump(doc, sort_keys=False)
 
+    def validate_scheduler_config(self, config: dict[str, Any]) -> None:
+        """Check ``config`` as kube-scheduler itself does when it starts (strict decoding,
+        validation, every profile's plugins and their args built), without an API server:
+        the real binary with ``--write-config-to``, which exits once the configuration is
+        complete. Raises :class:`LocalClusterError` with kube-scheduler's own words."""
+        if not isinstance(config, dict):
+            raise LocalClusterError(
+                f"KubeSchedulerConfiguration: expected a mapping, not {type(config).__name__}"
+            )
+        binary = self._resolve_binaries(self._load_state())[SCHEDULER]
+        with tempfile.TemporaryDirectory(prefix="gpu-lab-ksc-") as tmp:
+            t = Path(tmp)
+            kcfg = t / "kubeconfig"  # never contacted: kube-scheduler exits before it connects
+            kcfg.write_text(
+                "apiVersion: v1\nkind: Config\ncurrent-context: x\n"
+                "clusters: [{name: x, cluster: {server: 'https://127.0.0.1:1'}}]\n"
+                "users: [{name: x, user: {}}]\n"
+                "contexts: [{name: x, context: {cluster: x, user: x}}]\n"
+            )
+            (t / "config.yaml").write_text(self._scheduler_config_text(config, kcfg))
+            argv = [str(binary), f"--config={t / 'config.yaml'}",
+                    f"--write-config-to={t / 'out.yaml'}", "--secure-port=0"]
+            try:
+                res = subprocess.run(argv, capture_output=True, text=True,
+                                     timeout=VALIDATE_TIMEOUT_S, stdin=subprocess.DEVNULL,
+                                     env=self._env(), cwd=tmp)
+            except subprocess.TimeoutExpired:
+                raise LocalClusterError(
+                    "KubeSchedulerConfiguration: kube-scheduler did not finish checking it "
+                    f"in {VALIDATE_TIMEOUT_S:.0f} s"
+                ) from None
+            except OSError as exc:
+                raise LocalClusterError(f"cannot run {binary}: {exc.strerror}") from None
+        if res.returncode != 0:
+            raise LocalClusterError(
+                f"KubeSchedulerConfiguration: kube-scheduler refuses it: {_go_error(res.stderr)}"
+            )
+
     def set_scheduler_config(self, config: dict | None, progress: Progress = print) -> None:
         """Run kube-scheduler with ``config`` (a KubeSchedulerConfiguration; ``None`` restores
         the defaults). ``clientConnection.kubeconfig`` and leader election are gpu-lab's.
-        A running scheduler is restarted with it."""
+        The configuration is checked by the kube-scheduler binary first (see
+        :meth:`validate_scheduler_config`) and saved only if it passes, so no saved
+        configuration keeps the lab from starting. A running scheduler is restarted with it."""
         self.config_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-        custom = self.config_dir / "kube-scheduler.custom.yaml"
+        custom = self._custom_scheduler_config
         if config is None:
             custom.unlink(missing_ok=True)
         else:
+            self.validate_scheduler_config(config)
             kc.write(custom, yaml.safe_dump(config, sort_keys=False))
         state = self._load_state()
         if state["ports"].get(APISERVER):
@@ -630,11 +782,16 @@ class LocalCluster:
 
     # ------------------------------------------------------------------ up / down
 
-    def up(self, progress: Progress = print, timeout: float = UP_TIMEOUT_S) -> LocalCluster:
+    def up(
+        self, progress: Progress = print, timeout: float = UP_TIMEOUT_S, agents: bool = True
+    ) -> LocalCluster:
         """Start whatever is not running and wait until every component is healthy.
 
         Idempotent: on a healthy lab it only checks; a killed component is restarted alone
-        (plus, if its port had to change, the components that connect to it)."""
+        (plus, if its port had to change, the components that connect to it); one stopped
+        by a signal (SIGSTOP) is resumed, one that stays unhealthy is restarted. With
+        ``agents``, node agents and device plugins are repaired too (see
+        :meth:`_repair_agents`)."""
         say = progress or _quiet
         t0 = time.monotonic()
         with self._lock(say):
@@ -660,13 +817,23 @@ class LocalCluster:
                     if strays:
                         say(f"  {c}: stopping untracked process(es) {strays}")
                         procs.stop(strays, dict.fromkeys(strays, c), self._marker)
+            for c in COMPONENTS:
+                if running[c] and procs.resume(self._record(state, c)[0]):
+                    say(f"  {c}: resumed (it was stopped by a signal)")
             if all(running.values()):
                 bad = {c: self._check(c, state) for c in COMPONENTS}
                 if all(ok for ok, _ in bad.values()):
                     say(f"lab {self.name!r} is already up ({self.kubeconfig()})")
+                    if agents:
+                        self._repair_agents(say)
                     return self
 
             todo = {c for c in COMPONENTS if not running[c]}
+            for c in self._hung(state, running, todo):
+                say(f"  {c}: not answering its health check; restarting it")
+                todo.add(c)
+            if SCHEDULER in todo:
+                self._check_saved_scheduler_config(say)
             changed = self._assign_ports(state, set(todo), say)
             for c in [x for x in COMPONENTS if x in self._dependents(changed)]:
                 if running[c]:
@@ -690,10 +857,81 @@ class LocalCluster:
             else:
                 say(f"lab {self.name!r}: waiting for every component to become healthy")
             self._bring_up(todo, state, running, say, t0 + timeout)
-        say(
-            f"control plane ready in {_fmt_s(time.monotonic() - t0)}; kubeconfig: {self.kubeconfig()}"
-        )
+            say(
+                f"control plane ready in {_fmt_s(time.monotonic() - t0)}; "
+                f"kubeconfig: {self.kubeconfig()}"
+            )
+            if agents:
+                self._repair_agents(say)
         return self
+
+    def _hung(self, state: dict, running: dict[str, bool], todo: set[str]) -> list[str]:
+        """Running components that fail their health check for ``HUNG_GRACE_S`` although
+        what they connect to runs (those whose dependency restarts recover with it)."""
+        candidates = [
+            c for c in COMPONENTS
+            if running[c] and not set(DEPENDS_ON.get(c, ())) & todo
+        ]
+        deadline = time.monotonic() + HUNG_GRACE_S
+        while True:
+            candidates = [c for c in candidates if not self._check(c, state)[0]]
+            if not candidates or time.monotonic() > deadline:
+                return candidates
+            time.sleep(0.2)
+
+    def _check_saved_scheduler_config(self, say) -> None:
+        """Before kube-scheduler starts: a saved configuration it would refuse (saved by an
+        older gpu-lab, or checked by another build) is set aside, so the lab starts."""
+        saved = self._saved_scheduler_config()
+        if saved is None:
+            return
+        try:
+            self.validate_scheduler_config(saved)
+        except LocalClusterError as err:
+            self._set_aside_scheduler_config(str(err), say)
+
+    def _set_aside_scheduler_config(self, why: str, say) -> None:
+        custom = self._custom_scheduler_config
+        aside = custom.with_name("kube-scheduler.rejected.yaml")
+        with contextlib.suppress(OSError):
+            os.replace(custom, aside)
+        if self._load_state()["ports"].get(APISERVER):
+            kc.write(self.config_dir / "kube-scheduler.yaml", self._scheduler_config_text())
+        say(f"  {SCHEDULER}: the saved configuration was refused ({why[:300]}); "
+            f"starting it with the default one (the refused one is kept in {aside})")
+
+    def _repair_agents(self, say) -> None:
+        """Node agents and device plugins: resume hung ones, forget the state of agents
+        whose process ended, and start the ``gpu-lab up --scenario`` agent again when it is
+        gone, hung beyond resuming, or lost a device plugin."""
+        cli_pid = agentproc.recorded_pid(self)
+        restart = False
+        for doc in agentproc.agent_states(self):
+            pid = doc["pid"]
+            if procs.resume(pid):
+                say(f"  {NODEAGENT}: resumed pid {pid} (it was stopped by a signal)")
+            for node, info in (doc.get("nodes") or {}).items():
+                if procs.resume(info.get("plugin_pid")):
+                    say(f"  {PLUGIN_PREFIX}{node}: resumed (it was stopped by a signal)")
+            st, why = agentproc.assess(doc)
+            if st == "stopped":
+                Path(doc["path"]).unlink(missing_ok=True)
+                if pid != cli_pid:
+                    say(f"  {NODEAGENT}: pid {pid} has ended; its nodes stay NotReady until "
+                        "they are applied again")
+            elif pid == cli_pid and (st == "unhealthy" or any(
+                    info.get("plugin") and agentproc.assess_plugin(info, st)[0] == "stopped"
+                    for info in (doc.get("nodes") or {}).values())):
+                say(f"  {NODEAGENT}: {why or 'a device plugin stopped'}; restarting it")
+                restart = True
+        scenario = agentproc.recorded_scenario(self)
+        if scenario and (agentproc.agent_pid(self) is None or restart):
+            if not Path(scenario).exists():
+                say(f"  {NODEAGENT}: not restarted: its scenario {scenario} is gone")
+                agentproc.record_path(self).unlink(missing_ok=True)
+                return
+            say(f"  {NODEAGENT}: starting it for {scenario}")
+            agentproc.start(self, scenario, progress=lambda m: say(f"  {m}"))
 
     @staticmethod
     def _dependents(components: set[str]) -> set[str]:
@@ -788,6 +1026,10 @@ class LocalCluster:
             retries[component, "bind"] += 1
             self._assign_ports(state, {component}, say, force=True)
             return True
+        if component == SCHEDULER and self._saved_scheduler_config() is not None:
+            # never leave a lab unable to start: run it with the default configuration
+            self._set_aside_scheduler_config(self._log_tail(component, 1)[:300], say)
+            return False
         detail = f" with code {code}" if code is not None else ""
         tail = self._log_tail(component, 1)
         if retries[component, "crash"] < CRASH_RETRIES:
@@ -836,6 +1078,8 @@ class LocalCluster:
             return {}
         result: dict[str, str] = {}
         with self._lock(say):
+            if agentproc.stop(self, forget=purge):
+                say("node agent stopped")
             state = self._load_state()
             # without etcd, kube-apiserver's graceful shutdown only waits to be killed
             api_timeout = timeout if self._is_running(state, ETCD) else RESTART_STOP_TIMEOUT_S
@@ -873,6 +1117,19 @@ class LocalCluster:
     def server(self) -> str | None:
         port = self._load_state()["ports"].get(APISERVER)
         return f"https://{HOST}:{port}" if port else None
+
+
+def _go_error(stderr: str) -> str:
+    """The message of a Go component's last ``"command failed" err="..."`` log line."""
+    lines = [ln for ln in stderr.strip().splitlines() if ln.strip()]
+    for ln in reversed(lines):
+        m = re.search(r'err="((?:[^"\\]|\\.)*)"', ln)
+        if m:
+            try:
+                return json.loads(f'"{m.group(1)}"')
+            except ValueError:
+                return m.group(1)
+    return lines[-1].strip() if lines else "no output"
 
 
 def listening(port: int, host: str = HOST) -> bool:

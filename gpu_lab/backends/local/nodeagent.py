@@ -53,6 +53,7 @@ import heapq
 import itertools
 import json
 import logging
+import os
 import queue
 import signal
 import sys
@@ -63,7 +64,11 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from ...deviceplugin.config import allocation_problem
+# gRPC C-core (the kubelet servers below) reads this when it starts: no INFO lines in the
+# terminal unless the user asked for them
+os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
+
+from ...deviceplugin.config import allocation_problem  # noqa: E402
 from ...deviceplugin.manager import (
     ENDPOINT_STOP_GRACE_PERIOD,
     DeviceAllocationError,
@@ -87,6 +92,16 @@ BOUND_PODS = "spec.nodeName!="
 NOT_READY_TAINT = "node.kubernetes.io/not-ready"
 NOT_READY_WAIT_S = 10.0
 TERMINAL = ("Succeeded", "Failed")
+#: each running agent keeps ``WORK_DIR/agents/<pid>-<n>.json`` fresh, so that ``gpu-lab
+#: status`` (another process) can show it and its device plugins with their health
+AGENTS_DIR = "agents"
+STATE_WRITE_S = 1.0
+_AGENT_SEQ = itertools.count()
+
+
+def agent_state_files(work_dir: Path | str) -> list[Path]:
+    """The state files of the node agents that use ``work_dir`` (live or left behind)."""
+    return sorted((Path(work_dir) / AGENTS_DIR).glob("*.json"))
 
 
 class NodeAgent:
@@ -134,6 +149,8 @@ class NodeAgent:
         self._started = False
         self._generation = 0  # a watch thread from before a stop() must not come back
         self.started_in: float | None = None
+        self.state_path = self.work_dir / AGENTS_DIR / f"{os.getpid()}-{next(_AGENT_SEQ)}.json"
+        self._state_written = 0.0
 
     def now(self) -> float:
         """Seconds on the node side's clock (monotonic, plus every ``advance``)."""
@@ -168,6 +185,7 @@ class NodeAgent:
             self.work_dir.mkdir(parents=True, exist_ok=True)
             for sn in self.nodes.values():
                 sn.start_devices()
+            self.write_state(ready=False)
             self._wait_plugins(t0 + timeout)
             client = self._new_client()
             self._spawn(self._timer_loop, "nodeagent-timers")
@@ -196,8 +214,41 @@ class NodeAgent:
             raise
         self._started = True
         self.started_in = time.monotonic() - t0
+        self.write_state()
         log.info("%d node(s) ready in %.1f s", len(self.nodes), self.started_in)
         return self
+
+    def write_state(self, ready: bool = True) -> None:
+        """Publish this agent's pid, a heartbeat and each plugin's pid and state (atomic)."""
+        from .processes import start_time
+
+        nodes = {}
+        for sn in self.nodes.values():
+            plugin = sn.plugin if sn.has_plugin else None
+            nodes[sn.name] = {
+                "plugin": plugin is not None,
+                "plugin_pid": plugin.pid if plugin is not None and plugin.alive else None,
+                "plugin_starts": plugin.starts if plugin is not None else 0,
+                "serving": bool(plugin is not None and sn.plugin_serving()),
+                "log": str(plugin.log_path) if plugin is not None else None,
+                "static": sn.static_reason or None if plugin is None else None,
+            }
+        doc = {
+            "pid": os.getpid(),
+            "start_time": start_time(os.getpid()),
+            "argv": sys.argv[:3],
+            "ready": ready,
+            "heartbeat": time.time(),
+            "nodes": nodes,
+        }
+        try:
+            self.state_path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self.state_path.with_suffix(".tmp")
+            tmp.write_text(json.dumps(doc, indent=1) + "\n")
+            os.replace(tmp, self.state_path)
+            self._state_written = time.monotonic()
+        except OSError as err:  # status only: never stop the agent for it
+            log.debug("cannot write %s: %s", self.state_path, err)
 
     def _spawn(self, target, name: str, *args) -> None:
         t = threading.Thread(target=target, args=args, name=name, daemon=True)
@@ -286,6 +337,7 @@ class NodeAgent:
             c.close()
         self._clients = []
         self._started = False
+        self.state_path.unlink(missing_ok=True)
 
     def __enter__(self) -> NodeAgent:
         return self.start()
@@ -373,6 +425,8 @@ class NodeAgent:
         client = self._new_client()
         complained: dict[str, float] = {}
         while not self._stopping.wait(STATUS_TICK_S):
+            if time.monotonic() - self._state_written >= STATE_WRITE_S:
+                self.write_state()
             for sn in self.nodes.values():
                 if self._stopping.is_set():
                     return

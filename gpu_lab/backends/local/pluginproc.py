@@ -62,6 +62,7 @@ class PluginProcess:
             return self.pid
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         env = dict(os.environ)
+        env.setdefault("GRPC_VERBOSITY", "ERROR")  # no gRPC INFO lines; the user's choice wins
         root = str(Path(__file__).resolve().parents[3])  # so `-m gpu_lab...` works anywhere
         env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
         with open(self.log_path, "ab") as log:

@@ -82,6 +82,28 @@ def _stat(pid: int) -> tuple[str, int, int] | None:
         return None
 
 
+def run_state(pid: int | None) -> str | None:
+    """The kernel's one-letter state of ``pid`` (``R``, ``S``, ``T`` stopped by a signal,
+    ``t`` stopped by a tracer, ``Z``...), ``None`` when there is no such process."""
+    if not pid:
+        return None
+    st = _stat(pid)
+    return None if st is None else st[0]
+
+
+def is_frozen(pid: int | None) -> bool:
+    """Whether ``pid`` is stopped (SIGSTOP, Ctrl-Z): alive, but it answers nothing."""
+    return run_state(pid) in ("T", "t")
+
+
+def resume(pid: int | None) -> bool:
+    """SIGCONT the process group of a stopped ``pid``; True if it was stopped."""
+    if not pid or not is_frozen(pid):
+        return False
+    _signal(pid, signal.SIGCONT)
+    return True
+
+
 def start_time(pid: int) -> int | None:
     """The process' start time in clock ticks since boot (``/proc/<pid>/stat`` field 22);
     ``None`` once it has exited."""
@@ -213,6 +235,11 @@ def _signal(pid: int, sig: int) -> None:
             os.killpg(pid, sig)
         else:
             os.kill(pid, sig)
+        if sig == signal.SIGTERM:  # a stopped (SIGSTOP) process acts on SIGTERM only once resumed
+            if group:
+                os.killpg(pid, signal.SIGCONT)
+            else:
+                os.kill(pid, signal.SIGCONT)
 
 
 def stop(

@@ -10,6 +10,7 @@ Reading back turns API objects into the shared table rows.
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import json
 import os
 import signal
@@ -28,6 +29,7 @@ from ..account import condition, scheduler_account
 from ..base import Session, Source
 from ..tables import NodeRow, PodRow
 from ..waiting import wait_settled
+from . import agentproc
 from .client import ApiError
 from .cluster import SCHEDULER, LocalCluster
 
@@ -35,6 +37,21 @@ DEVICES_ANNOTATION = "gpulab.dev/devices"
 SYSTEM_NAMESPACES = {"kube-system", "kube-public", "kube-node-lease", "default"}
 _CLUSTER_SCOPED = {"Namespace", "PriorityClass", "Node"}
 _TERMINAL = ("Succeeded", "Failed")
+#: while waiting, how often to look whether every process the wait needs still runs
+LIVENESS_EVERY_S = 1.0
+#: kube-scheduler's longest pod backoff (podMaxBackoffSeconds): after a change, a pod it gave
+#: up on is retried within this, or the change did not help it
+RETRY_WAIT_S = 10.0
+
+
+def _event_seconds(event: dict) -> float:
+    """When the scheduler last reported the event (a series' last observation first)."""
+    text = ((event.get("series") or {}).get("lastObservedTime") or event.get("lastTimestamp")
+            or event.get("eventTime") or "")
+    try:
+        return dt.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp() if text else 0.0
+    except ValueError:
+        return 0.0
 
 
 def pod_row(obj: dict) -> PodRow:
@@ -93,6 +110,20 @@ class LocalSession(Session):
         self._expected_pods = 0
         self._custom_scheduler = False
         self._started, self._advanced = time.monotonic(), 0.0
+        self._changed_at: float | None = None  # wall time of the last node or pod change
+        self._alive_checked = 0.0
+        self._paused: tuple[str, ...] = ()  # what _scheduler_paused stopped on purpose
+
+    def _ready(self, health: bool = True) -> None:
+        """Fail at once, naming the component and the command that repairs it, when a
+        process this call needs is stopped or hung (rather than time out much later)."""
+        self.cluster.check_ready(health=health, paused=self._paused)
+        self._alive_checked = time.monotonic()
+
+    def _still_alive(self) -> None:
+        """:meth:`_ready` without health checks, at most every ``LIVENESS_EVERY_S``."""
+        if time.monotonic() - self._alive_checked >= LIVENESS_EVERY_S:
+            self._ready(health=False)
 
     # ------------------------------------------------------------- apply
     def _priority_classes(self) -> dict[str, dict]:
@@ -101,6 +132,7 @@ class LocalSession(Session):
 
     def apply(self, src: Source) -> list[str]:
         docs = load_documents(src)
+        self._ready()
         sc = parse_scenario(docs, known_priority_classes=self._priority_classes())  # same checks as sim
         refs: list[str] = []
         if sc.scheduler_config is not None:
@@ -151,9 +183,11 @@ class LocalSession(Session):
         pid = self.cluster.status(check_health=False)[SCHEDULER].pid
         if pid:
             os.kill(pid, signal.SIGSTOP)
+            self._paused = (SCHEDULER,)
         try:
             yield
         finally:
+            self._paused = ()
             if pid:
                 os.kill(pid, signal.SIGKILL)
                 os.kill(pid, signal.SIGCONT)
@@ -187,6 +221,7 @@ class LocalSession(Session):
     def _wait(self, done, what: str) -> None:
         deadline = time.monotonic() + self.timeout
         while not done():
+            self._still_alive()
             if time.monotonic() > deadline:
                 raise GpuLabError(f"timed out after {self.timeout:.0f} s waiting for {what}")
             time.sleep(0.2)
@@ -199,9 +234,14 @@ class LocalSession(Session):
             if p["metadata"].get("namespace") not in SYSTEM_NAMESPACES - {"default"}
         ]
 
+    def _changed(self) -> None:
+        """A node or pod changed: pods the scheduler had given up on may fit now."""
+        self._changed_at = time.time()
+
     def _settled(self) -> bool:
         # apply() already waited for the controllers' first pods; preempted or finished
         # pods may be gone since, and replacements show up here as pending pods.
+        gave_up = []
         for p in self._user_pods():
             phase = (p.get("status") or {}).get("phase")
             if phase in _TERMINAL or p["spec"].get("nodeName") and phase == "Running":
@@ -209,13 +249,37 @@ class LocalSession(Session):
             if condition(p, "PodScheduled").get("reason") == "Unschedulable" and not (
                 p.get("status") or {}
             ).get("nominatedNodeName"):
+                gave_up.append(p)
                 continue
             return False
-        return True
+        return self._retried_since_change(gave_up)
+
+    def _retried_since_change(self, pods: list[dict]) -> bool:
+        """After a node or pod change, an Unschedulable verdict counts only once the scheduler
+        has tried the pod again (a newer FailedScheduling event), or once its longest backoff
+        has passed without a retry (the change did not help that pod)."""
+        if not pods or self._changed_at is None or time.time() - self._changed_at > RETRY_WAIT_S:
+            return True
+        since = self._changed_at
+        last: dict[tuple[str, str], float] = {}
+        for e in self.client.list("Event")["items"]:
+            obj = e.get("involvedObject") or {}
+            if e.get("reason") != "FailedScheduling" or obj.get("kind") != "Pod":
+                continue
+            key = (obj.get("namespace", ""), obj.get("name", ""))
+            last[key] = max(last.get(key, 0.0), _event_seconds(e))
+        return all(last.get((p["metadata"].get("namespace", "default"), p["metadata"]["name"]), 0.0)
+                   >= since for p in pods)
 
     def schedule(self) -> pd.DataFrame:
         """Wait until the real scheduler has placed (or given up on) every pod, then read back."""
-        wait_settled(self._settled, self.timeout, self.settle, "the scheduler to settle")
+        self._ready()
+
+        def settled() -> bool:
+            self._still_alive()
+            return self._settled()
+
+        wait_settled(settled, self.timeout, self.settle, "the scheduler to settle")
         return self.pods()
 
     # ----------------------------------------------------------- reading
@@ -294,19 +358,30 @@ class LocalSession(Session):
                                     "manager, which the node agent does not run yet (the sim does)")
         self._node(node)
         self.client.patch("Node", node, {"metadata": {"labels": dict(labels)}})
+        self._changed()
         return []
 
     def cordon(self, node: str, unschedulable: bool = True) -> None:
         """``kubectl cordon`` (``uncordon`` with False): the real scheduler stops placing pods there."""
         self._node(node)
         self.client.patch("Node", node, {"spec": {"unschedulable": bool(unschedulable)}})
+        self._changed()
 
     def delete(self, pod: str) -> None:
         """Delete a pod at once (grace period 0); a controller's pod is replaced, as on any cluster."""
         ns, name = pod.split("/", 1) if "/" in pod else ("default", pod)
+        try:
+            obj = self.client.get("Pod", name, ns)
+        except ApiError as err:
+            if err.code == 404:
+                raise GpuLabError(f'pods "{name}" not found (namespace {ns})') from None
+            raise
         self.client.delete("Pod", name, namespace=ns, grace_period_seconds=0)
+        if not obj["metadata"].get("ownerReferences"):
+            self._expected_pods -= 1  # a bare pod is gone for good; a controller's comes back
         self._wait(lambda: all(p["metadata"]["name"] != name or p["metadata"].get("namespace") != ns
                                for p in self._user_pods()), f'pod "{ns}/{name}" to go')
+        self._changed()
 
     def advance(self, seconds: float | None = None) -> pd.DataFrame:
         """Move the node agents' clock: device-plugin grace periods and pod durations run as if
@@ -321,6 +396,7 @@ class LocalSession(Session):
             agent.advance(step)
         self._advanced += step
         time.sleep(0.3)  # two status ticks: the agents publish what the new time changed
+        self._changed()
         return self.schedule()
 
     @property
@@ -332,11 +408,13 @@ class LocalSession(Session):
         """Kill the node's device-plugin process: the kubelet side zeroes allocatable."""
         self._agent_for(node).kill_plugin(node)
         self._wait(lambda: self._gpu_allocatable(node) == 0, f"{node}'s GPUs to leave allocatable")
+        self._changed()
 
     def restart_plugin(self, node: str) -> None:
         """Start the plugin again; it re-registers and the GPUs come back."""
         self._agent_for(node).restart_plugin(node)
         self._wait(lambda: self._gpu_allocatable(node) > 0, f"{node}'s GPUs to return")
+        self._changed()
 
     # ------------------------------------------------------------- reset
     def reset(self) -> None:
@@ -346,6 +424,10 @@ class LocalSession(Session):
         """
         for agent in self.agents:
             agent.stop()
+        agentproc.stop(self.cluster, forget=True)  # the agent of `gpu-lab up --scenario`
+        for doc in agentproc.agent_states(self.cluster):  # agents of sessions that ended
+            if agentproc.assess(doc)[0] == "stopped":
+                Path(doc["path"]).unlink(missing_ok=True)
         ns_names = [n["metadata"]["name"] for n in self.client.list("Namespace")["items"]]
         for ns in ns_names:
             if ns in SYSTEM_NAMESPACES - {"default"}:
@@ -368,7 +450,8 @@ class LocalSession(Session):
         self._wait(lambda: not self._user_pods() and not self.client.list("Node")["items"],
                    "the lab to empty")
         self.agents, self._created, self._expected_pods = [], [], 0
-        if self._custom_scheduler:
+        # also a configuration an earlier session or `gpu-lab up --scenario` left
+        if self._custom_scheduler or self.cluster._saved_scheduler_config() is not None:
             self.cluster.set_scheduler_config(None, progress=lambda _m: None)
             self._custom_scheduler = False
 
