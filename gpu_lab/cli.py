@@ -16,7 +16,12 @@ from .errors import GpuLabError
 def _session(args):
     from . import connect
 
-    lab = connect(args.backend, seed=args.seed, deterministic=args.deterministic)
+    options = {}
+    if getattr(args, "name", None) is not None:
+        if args.backend != "local":
+            raise GpuLabError(f'--name names a lab of the "local" backend, not of "{args.backend}"')
+        options["name"] = args.name
+    lab = connect(args.backend, seed=args.seed, deterministic=args.deterministic, **options)
     lab.reset()  # a run starts from an empty cluster, whichever backend serves it
     lab.apply(args.scenario)
     lab.schedule()
@@ -105,6 +110,7 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("--seed", type=int, default=0, help="seed for the random tie-break (default 0)")
         sp.add_argument("--deterministic", action="store_true", help="break ties by lowest node name")
         sp.add_argument("--json", action="store_true", help="machine-readable output")
+        sp.add_argument("--name", help="--backend local: the lab to use (default: default)")
 
     run = sub.add_parser("run", help="schedule a scenario and print where every pod landed")
     common(run)
@@ -145,6 +151,8 @@ def build_parser() -> argparse.ArgumentParser:
                    add_help=False)
     sub.add_parser("labs", help="generate labs/ from solutions/, or check that they agree", add_help=False)
     sub.add_parser("drill", help="the interview question bank (export --json)", add_help=False)
+    sub.add_parser("doctor", help="what this machine has, what is missing, and the fix", add_help=False)
+    sub.add_parser("edition", help="render the lessons to static HTML (--out DIR)", add_help=False)
 
     cp = sub.add_parser("controlplane", help="build the real Kubernetes components from source")
     cp.add_argument("rest", nargs=argparse.REMAINDER, help="build [--components ...] [--force]")
@@ -182,8 +190,21 @@ def cmd_drill(args) -> int:
     return main(args.rest)
 
 
+def cmd_doctor(args) -> int:
+    from .doctor import main
+
+    return main(args.rest)
+
+
+def cmd_edition(args) -> int:
+    from .edition import main
+
+    return main(args.rest)
+
+
 # Subcommands whose own parser takes every argument after the name (``--help`` included).
 _PASSTHROUGH = {"device-plugin": cmd_device_plugin, "controlplane": cmd_controlplane, "mig": cmd_mig,
+                "doctor": cmd_doctor, "edition": cmd_edition,
                 "probe": cmd_probe, "inventory": cmd_inventory,
                 "labs": cmd_labs, "drill": cmd_drill}
 _LOCAL = ("up", "down", "status", "logs", "kubeconfig")
