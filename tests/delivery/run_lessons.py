@@ -1,0 +1,61 @@
+"""Execute notebooks with nbclient and report each kernel's peak memory (stand-alone script).
+
+Run by the Binder test with the *fresh* environment's Python, so it imports nothing from the
+test suite:  python run_lessons.py OUT.json NOTEBOOK...
+
+Each notebook runs in its own kernel, with its folder as the working directory (as JupyterLab
+and nbval run it). After the last cell, one extra cell (not saved) asks the kernel for its
+peak resident set size (``getrusage(RUSAGE_SELF).ru_maxrss``, KiB on Linux): what the lesson
+cost the kernel process at its worst. Writes ``{name: {"peak_mib", "seconds", "gpu_lab",
+"error"}}`` to OUT.json; exits 1 when any notebook failed.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+from nbclient import NotebookClient
+
+PROBE = (
+    "import resource as _r, json as _j, gpu_lab as _g\n"
+    "print('GPU_LAB_PEAK ' + _j.dumps({'kib': _r.getrusage(_r.RUSAGE_SELF).ru_maxrss,"
+    " 'gpu_lab': _g.__file__}))"
+)
+
+
+def run(path: Path, timeout: int = 600) -> dict:
+    nb = nbformat.read(path, as_version=4)
+    nb.cells.append(nbformat.v4.new_code_cell(PROBE))
+    started = time.monotonic()
+    result: dict = {"peak_mib": None, "seconds": None, "gpu_lab": None, "error": None}
+    try:
+        NotebookClient(nb, timeout=timeout, kernel_name="python3",
+                       resources={"metadata": {"path": str(path.parent)}}).execute()
+    except Exception as exc:  # a failing cell: report it, carry on with the next notebook
+        result["error"] = f"{type(exc).__name__}: {str(exc)[-2000:]}"
+    result["seconds"] = round(time.monotonic() - started, 1)
+    for out in nb.cells[-1].get("outputs", []):
+        text = out.get("text", "")
+        if "GPU_LAB_PEAK " in text:
+            doc = json.loads(text.split("GPU_LAB_PEAK ", 1)[1])
+            result["peak_mib"] = round(doc["kib"] / 1024, 1)
+            result["gpu_lab"] = doc["gpu_lab"]
+    return result
+
+
+def main(argv: list[str]) -> int:
+    out, notebooks = Path(argv[0]), [Path(p) for p in argv[1:]]
+    report = {}
+    for nb in notebooks:
+        report[nb.name] = run(nb)
+        print(nb.name, json.dumps(report[nb.name]), flush=True)
+        out.write_text(json.dumps(report, indent=2))
+    return 1 if any(r["error"] for r in report.values()) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,100 @@
+"""Binder: repo2docker accepts ``binder/`` as it is, and an environment built only from
+``binder/``'s files runs every lesson within Binder's memory budget.
+
+Binder cannot be reached from CI, so this checks the two halves it is made of:
+
+1. ``repo2docker --no-build`` (from PyPI) reads the repository and writes its Dockerfile;
+   that file must install ``binder/requirements.txt`` and run ``binder/postBuild``.
+2. A fresh virtual environment gets exactly what that Dockerfile does: ``pip install -r
+   binder/requirements.txt`` and then ``binder/postBuild`` from the repository root. Its
+   Python runs every lesson (nbclient, cwd = lessons/) on the sim, with no control plane
+   visible (as on Binder), and reports each kernel's peak memory: it must stay under 1 GB
+   (Binder gives 1-2 GB).
+
+Slow (minutes: a venv and its installs; pip's cache makes reruns faster). Marked
+``delivery``; fails in CI when repo2docker is missing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from delivery_support import LESSONS, REPO, need, venv_tool
+
+pytestmark = pytest.mark.delivery
+
+BUDGET_MIB = 1024
+BINDER = REPO / "binder"
+
+
+def test_binder_folder_holds_only_what_repo2docker_reads():
+    names = {p.name for p in BINDER.iterdir()}
+    assert {"requirements.txt", "postBuild"} <= names
+    assert os.access(BINDER / "postBuild", os.X_OK), "postBuild must be executable"
+    reqs = (BINDER / "requirements.txt").read_text()
+    for pkg in ("jupyterlab", "altair", "ipywidgets", "vl-convert-python", "ipykernel"):
+        assert pkg in reqs, f"binder/requirements.txt lacks {pkg}"
+    assert "pip install" in (BINDER / "postBuild").read_text()
+
+
+def test_repo2docker_accepts_the_repository(artifacts):
+    exe = venv_tool("repo2docker")
+    need(exe is not None, "repo2docker",
+         f"{sys.executable} -m pip install jupyter-repo2docker (in the dev extra)")
+    res = subprocess.run(
+        [exe, "--no-build", "--debug", "--user-id", "1000", "--user-name", "jovyan", str(REPO)],
+        capture_output=True, text=True, timeout=300)
+    text = res.stdout + res.stderr
+    (artifacts / "binder.Dockerfile.txt").write_text(text)
+    assert res.returncode == 0, text[-3000:]
+    assert "FROM " in text
+    assert 'pip install --no-cache-dir -r "binder/requirements.txt"' in text
+    assert "./binder/postBuild" in text
+    runtime = (BINDER / "runtime.txt").read_text().strip()  # python-3.11
+    assert f"python={runtime.split('-', 1)[1]}" in text, "runtime.txt's Python was not used"
+
+
+def _sh(cmd, **kw):
+    res = subprocess.run(cmd, capture_output=True, text=True, **kw)
+    assert res.returncode == 0, f"{cmd} failed:\n{(res.stdout + res.stderr)[-4000:]}"
+    return res
+
+
+@pytest.mark.slow
+def test_fresh_env_from_binder_runs_every_lesson(tmp_path, artifacts):
+    env_dir = tmp_path / "binder-env"
+    started = time.monotonic()
+    _sh([sys.executable, "-m", "venv", str(env_dir)], timeout=300)
+    py = env_dir / "bin" / "python"
+    env = dict(os.environ)
+    env.pop("PYTHONPATH", None)
+    env.update(PATH=f"{env_dir / 'bin'}:{env.get('PATH', '')}", VIRTUAL_ENV=str(env_dir),
+               PIP_DISABLE_PIP_VERSION_CHECK="1")
+    _sh([str(py), "-m", "pip", "install", "-q", "-r", str(BINDER / "requirements.txt")],
+        env=env, timeout=1800)
+    _sh([str(BINDER / "postBuild")], cwd=REPO, env=env, timeout=1800)  # as repo2docker runs it
+    installed = time.monotonic() - started
+
+    # As on Binder: no control plane binaries, so lessons take their sim path only.
+    env["GPU_LAB_CACHE"] = str(tmp_path / "no-cache")
+    report_path = artifacts / "binder-lessons.json"
+    res = subprocess.run([str(py), str(Path(__file__).with_name("run_lessons.py")),
+                          str(report_path), *map(str, LESSONS)],
+                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=3600)
+    report = json.loads(report_path.read_text()) if report_path.exists() else {}
+    lines = [f"binder env installed in {installed:.0f}s; report: {report_path}"]
+    lines += [f"  {name:32} peak {r['peak_mib']} MiB  {r['seconds']}s"
+              + (f"  ERROR {r['error'][:300]}" if r["error"] else "")
+              for name, r in report.items()]
+    print("\n".join(lines))
+    assert res.returncode == 0, "\n".join(lines) + "\n" + (res.stdout + res.stderr)[-4000:]
+    assert set(report) == {p.name for p in LESSONS}
+    for name, r in report.items():
+        assert r["gpu_lab"].startswith(str(env_dir)), f"{name} imported {r['gpu_lab']}"
+        assert r["peak_mib"] < BUDGET_MIB, f"{name}: peak {r['peak_mib']} MiB >= {BUDGET_MIB}"
