@@ -7,10 +7,13 @@ STAMP := $(VENV)/.installed
 
 setup: $(STAMP)
 
+# The first run downloads a few hundred MB from PyPI: say so, and let pip show its progress.
 $(STAMP): pyproject.toml
+	@echo "setting up $(VENV): gpu-lab and its dependencies from PyPI (first run: a few minutes)"
 	python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev,lab]'
+	$(PY) -m pip install -e '.[dev,lab]'
+	@echo "$(VENV) is ready"
 	touch $(STAMP)
 
 # The project's JupyterLab settings (jupyter/lab-settings/overrides.json: no news pop-up over
