@@ -25,9 +25,11 @@ from ..deviceplugin.manager import DeviceAllocationError, DeviceManager
 from ..errors import GpuLabError
 from ..gpus.labels import gpu_uuids
 from ..gpus.reconfigure import reconfigure
+from ..model import arguments as args
 from ..model.duration import DURATION_ANNOTATION, parse_duration
 from ..model.nodepool import MIG_CONFIG_LABEL
 from ..model.objects import Node, Pod, is_extended_resource
+from ..model.parse import NameGenerator
 from ..model.scenario import load_documents, parse_scenario
 from ..sim.explain import Explanation, build_explanation
 from ..sim.plugins.defaultpreemption import lower_priority_nominated
@@ -120,13 +122,15 @@ class SimSession(Session):
         self._plugin_configs: dict[str, DevicePluginConfig] = {}
         self._parsed_configs: dict[tuple, DevicePluginConfig] = {}
         self._scheduler = Scheduler.from_config(None, self._snapshot, self.seed, self.deterministic, self.record)
+        # generateName as the API server does it: random, retried on collision, from the seed
+        self._names = NameGenerator(self.seed, taken=lambda ns, name: f"{ns}/{name}" in self._records)
 
     # ------------------------------------------------------------- apply
     def apply(self, src: Source) -> list[str]:
         docs = load_documents(src)
         with collector_paused():  # thousands of long-lived objects at once
             sc = parse_scenario(docs, known_priority_classes=dict(self._priority_classes),
-                                first_created=self._created)
+                                first_created=self._created, names=self._names)
         # Check everything before changing anything: nothing half-applied.
         for n in sc.nodes:
             if n.name in self._nodes:
@@ -322,6 +326,7 @@ class SimSession(Session):
 
         ``seconds=None`` runs until no timed pod is left running.
         """
+        seconds = args.check_seconds(seconds)
         target = float("inf") if seconds is None else self._clock + seconds
         self._run_queue()
         while self._events and self._events[0][0] <= target:
@@ -349,6 +354,9 @@ class SimSession(Session):
         repartitioned, the device plugin re-advertises, and resources it no longer
         serves drop to 0. Refused while pods hold the node's GPUs unless ``evict``.
         """
+        args.check_name(node, "label_node")
+        args.check_labels(node, labels)
+        args.check_bool(evict, "label_node", "evict")
         if node not in self._nodes:
             raise GpuLabError(f'nodes "{node}" not found')
         current = self._nodes[node]
@@ -399,6 +407,7 @@ class SimSession(Session):
         """The node's device plugin dies: allocatable for its resources drops to 0 at once,
         capacity stays until the kubelet's grace period (5 min) has passed on the clock.
         Running pods keep their GPUs; new GPU pods stop landing there."""
+        args.check_name(node, "kill_plugin")
         if node not in self._nodes:
             raise GpuLabError(f'nodes "{node}" not found')
         dm = self._devices[node]
@@ -409,6 +418,7 @@ class SimSession(Session):
 
     def restart_plugin(self, node: str) -> None:
         """The plugin comes back and re-registers: capacity and allocatable are restored."""
+        args.check_name(node, "restart_plugin")
         if node not in self._nodes:
             raise GpuLabError(f'nodes "{node}" not found')
         dm = self._devices[node]
@@ -420,6 +430,8 @@ class SimSession(Session):
 
     def cordon(self, node: str, unschedulable: bool = True) -> None:
         """``kubectl cordon``: no new pods land on the node (``uncordon`` with False)."""
+        args.check_name(node, "cordon")
+        args.check_bool(unschedulable, "cordon", "unschedulable")
         if node not in self._nodes:
             raise GpuLabError(f'nodes "{node}" not found')
         self._nodes[node].unschedulable = unschedulable
@@ -435,7 +447,8 @@ class SimSession(Session):
         self._run_queue()
 
     # ----------------------------------------------------------- reading
-    def _record(self, pod: str) -> PodRecord:
+    def _record(self, pod: str, call: str = "delete") -> PodRecord:
+        args.check_name(pod, call, "pod")
         key = pod if "/" in pod else f"default/{pod}"
         rec = self._records.get(key)
         if rec is None:

@@ -64,6 +64,10 @@ from ..errors import GpuLabError
 from .catalog import GpuModel, get_model
 
 GPU_RESOURCE = "nvidia.com/gpu"
+MAX_GPUS_PER_NODE = 64  # more than any machine holds (DGX/HGX boards: 8 or 16)
+# The kubelet reads a device plugin's ListAndWatch stream with gRPC's default 4 MiB
+# receive limit: a resource with more devices than fit one message never shows up.
+GRPC_MAX_RECEIVE = 4 * 1024 * 1024
 SHARING_STRATEGIES = ("none", "time-slicing", "mps")
 MIG_STRATEGIES = ("none", "single", "mixed")
 _CONFIG_KEY = {"timeSlicing": "time-slicing", "mps": "mps"}
@@ -156,6 +160,41 @@ def parse_sharing(raw: Any, where: str = "sharing") -> Sharing:
                    tuple(replicated.items()))
 
 
+class DeviceListTooLarge(GpuLabError):
+    """A resource with more devices than a ListAndWatch response can carry."""
+
+    def __init__(self, resource: str, devices: int, replicas: int, size: int):
+        self.resource, self.devices, self.replicas, self.size = resource, devices, replicas, size
+        super().__init__(
+            f"{devices} {resource} devices x {replicas} replicas make a ListAndWatch response of "
+            f"{size} bytes, which the kubelet refuses (grpc: received message larger than max "
+            f"({size} vs. {GRPC_MAX_RECEIVE})), so the node would advertise no {resource}")
+
+
+def _varint_len(n: int) -> int:
+    return max(1, (n.bit_length() + 6) // 7)
+
+
+def list_and_watch_bytes(id_lengths: Sequence[int], replicas: int) -> int:
+    """Size of a ``ListAndWatchResponse`` listing every replica of devices whose IDs have
+    these lengths (``<id>::<r>`` when replicated), each ``Healthy``, without topology;
+    worked out per digit count, without building the list."""
+    total = 0
+    for base in id_lengths:
+        if replicas <= 1:
+            spans = [(base, 1)]
+        else:  # replica r has ID "<id>::<r>": count the r of each digit length
+            spans, low, digits = [], 0, 1
+            while low < replicas:
+                high = min(replicas, 10**digits)
+                spans.append((base + 2 + digits, high - low))
+                low, digits = high, digits + 1
+        for length, count in spans:
+            device = 1 + _varint_len(length) + length + 1 + 1 + len("Healthy")
+            total += count * (1 + _varint_len(device) + device)
+    return total
+
+
 @dataclass(frozen=True)
 class GpuNodeState:
     """What GFD, the device plugin and the MIG manager put on a GPU node."""
@@ -220,6 +259,8 @@ def gpu_node_state(
     model = get_model(model)
     if isinstance(count, bool) or not isinstance(count, int) or count < 0:
         raise GpuLabError(f"GPU count must be a non-negative integer, got {count!r}")
+    if count > MAX_GPUS_PER_NODE:
+        raise GpuLabError(f"GPU count {count}: no machine has more than {MAX_GPUS_PER_NODE} GPUs")
     if mig_strategy not in MIG_STRATEGIES:
         raise GpuLabError(f'unknown MIG strategy "{mig_strategy}" (choose from {", ".join(MIG_STRATEGIES)})')
     share = sharing if isinstance(sharing, Sharing) else parse_sharing(sharing)
@@ -305,6 +346,12 @@ def gpu_node_state(
         warnings.append(f"MPS sharing is not supported for MIG devices ({_gpus(enabled)} MIG enabled); "
                         "the device plugin fails to start and advertises nothing")
     devices: dict[str, list[str]] = {}
+    for res, ids in resources.items():  # check every size before building any list
+        n = share.replicas_for(res)
+        if n > 1 and ids:
+            size = list_and_watch_bytes([len(i) for i in ids], n)
+            if size > GRPC_MAX_RECEIVE:
+                raise DeviceListTooLarge(share.advertised(res), len(ids), n, size)
     for res, ids in resources.items():
         n = share.replicas_for(res)
         devices[share.advertised(res)] = [f"{i}::{r}" for i in ids for r in range(n)] if n > 1 else list(ids)

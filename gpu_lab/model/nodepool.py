@@ -65,7 +65,14 @@ from typing import Any
 
 from ..errors import GpuLabError, InvalidObject
 from ..gpus.catalog import get_model
-from ..gpus.labels import MIG_STRATEGIES, GpuNodeState, gpu_node_state, parse_sharing
+from ..gpus.labels import (
+    MAX_GPUS_PER_NODE,
+    MIG_STRATEGIES,
+    DeviceListTooLarge,
+    GpuNodeState,
+    gpu_node_state,
+    parse_sharing,
+)
 from ..gpus.migparted import MigPartedError, resolve
 from .objects import TAINT_EFFECTS, Node, Taint, is_extended_resource
 from .quantity import QuantityError, milli_value, parse_quantity, value
@@ -76,6 +83,7 @@ POOL_LABEL = "gpulab.dev/pool"
 MIG_CONFIG_LABEL = "nvidia.com/mig.config"  # set by the user; the GPU Operator's MIG manager acts on it
 MIG_STATE_LABEL = "nvidia.com/mig.config.state"  # written by the MIG manager
 DEFAULT_PODS = 110
+MAX_NODES = 5000  # Kubernetes supports clusters of up to 5,000 nodes
 DEFAULT_EPHEMERAL_STORAGE = "100Gi"
 SPEC_FIELDS = ("count", "gpu", "cpu", "memory", "ephemeralStorage", "pods", "instanceType",
                "labels", "taints", "devicePlugin", "mig")
@@ -108,8 +116,10 @@ class _Stop(Exception):
     """Ends the check of one field once its error is recorded; the pool's other fields go on."""
 
 
-def expand_node_pool(raw: dict[str, Any]) -> list[Node]:
-    """Validate a ``NodePool`` document and return its Nodes, ``<pool>-0`` upward."""
+def expand_node_pool(raw: dict[str, Any], max_devices: int | None = None) -> list[Node]:
+    """Validate a ``NodePool`` document and return its Nodes, ``<pool>-0`` upward.
+
+    ``max_devices`` bounds the device IDs the pool's nodes may advertise together."""
     if not isinstance(raw, dict):
         raise GpuLabError("NodePool: the document must be a mapping")
     meta = raw.get("metadata") if isinstance(raw.get("metadata"), dict) else {}
@@ -120,7 +130,15 @@ def expand_node_pool(raw: dict[str, Any]) -> list[Node]:
         raise GpuLabError(f'NodePool "{name}": apiVersion/kind must be {API_VERSION}/{KIND}, '
                           f'got {raw.get("apiVersion")}/{raw.get("kind")}')
     pool = _Pool(str(name), raw.get("spec"))
-    return [pool.node(i) for i in range(pool.count)]
+    if pool.count:
+        first = pool.node(0)
+        per_node = sum(len(ids) for ids in first.devices.values())
+        if max_devices is not None and per_node * pool.count > max_devices:
+            raise InvalidNodePool(str(name), [
+                f"spec.count: Invalid value: {pool.count}: {pool.count} nodes x {per_node} devices is "
+                f"{per_node * pool.count} GPU devices; the simulator holds at most {max_devices} more"])
+        return [first] + [pool.node(i) for i in range(1, pool.count)]
+    return []
 
 
 def pool_gpu_state(node_name: str, pool_name: str, spec: dict[str, Any], *,
@@ -158,6 +176,10 @@ class _Pool:
             self.record(f"spec.{field}", f"unknown field (known: {', '.join(SPEC_FIELDS)})")
         self.spec = spec
         self.count = self.check(self.integer, "spec.count", spec.get("count"), required=True, default=0)
+        if self.count > MAX_NODES:
+            self.record("spec.count", f"Invalid value: {self.count}: must be no more than {MAX_NODES} "
+                        "(Kubernetes supports clusters of up to 5000 nodes)")
+            self.count = 0
         last = f"{name}-{max(self.count - 1, 0)}"
         if len(last) > 63:  # node names double as kubernetes.io/hostname label values
             self.record("metadata.name", f'Invalid value: "{name}": node name "{last}" must be no more '
@@ -178,8 +200,22 @@ class _Pool:
         self.taints = self.check(_taints, spec.get("taints"), "spec.taints", self.fail, default=[])
         self.read_device_plugin(spec.get("devicePlugin"))
         self.check(self.read_mig, spec.get("mig"))
+        if not self.errors and self.model is not None and self.gpus:
+            try:  # what a node of the pool advertises must fit the kubelet's gRPC limit
+                self.gpu_state(f"{name}-0")
+            except DeviceListTooLarge as err:
+                self.record(self.replicas_field(err.resource), f"Invalid value: {err.replicas}: {err}")
         if self.errors:
             raise InvalidNodePool(name, self.errors)
+
+    def replicas_field(self, resource: str) -> str:
+        """The ``replicas`` entry of the device plugin's sharing config for ``resource``."""
+        sharing = (self.device_plugin or {}).get("sharing") or {}
+        for key in ("timeSlicing", "mps"):
+            for i, res in enumerate((sharing.get(key) or {}).get("resources") or []):
+                if isinstance(res, dict) and resource.removesuffix(".shared") == res.get("name"):
+                    return f"spec.devicePlugin.sharing.{key}.resources[{i}].replicas"
+        return "spec.devicePlugin.sharing"
 
     def record(self, field: str, message: str) -> None:
         self.errors.append(f"{field}: {message}")
@@ -251,6 +287,10 @@ class _Pool:
         for field in sorted(set(gpu) - {"model", "count"}):
             self.record(f"spec.gpu.{field}", "unknown field (known: model, count)")
         gpus = self.check(self.integer, "spec.gpu.count", gpu.get("count"), required=True)
+        if gpus is not None and gpus > MAX_GPUS_PER_NODE:
+            self.record("spec.gpu.count", f"Invalid value: {gpus}: must be no more than "
+                        f"{MAX_GPUS_PER_NODE} (no machine holds more GPUs)")
+            gpus = None
         if gpu.get("model") is None:
             if gpus:
                 self.record("spec.gpu.model", "Required value")
@@ -420,6 +460,10 @@ def node_from_manifest(raw: dict[str, Any]) -> Node:
         fail("kind", f'expected v1 Node, got {raw.get("apiVersion")} {raw.get("kind")}')
     spec = raw.get("spec") or {}
     status = raw.get("status") or {}
+    for field, given, go_type in (("spec", spec, "NodeSpec"), ("status", status, "NodeStatus")):
+        if not isinstance(given, dict):
+            raise GpuLabError(f'Node in version "v1" cannot be handled as a Node: json: cannot unmarshal '
+                              f"{_json_kind(given)} into Go struct field Node.{field} of type v1.{go_type}")
     annotations = meta.get("annotations") or {}
     if not isinstance(annotations, dict) or not all(isinstance(v, str) for v in annotations.values()):
         fail("metadata.annotations", "values must be strings")
@@ -449,6 +493,17 @@ def node_from_manifest(raw: dict[str, Any]) -> Node:
     )
 
 
+def _json_kind(value: Any) -> str:
+    """How encoding/json names a JSON value in an UnmarshalTypeError."""
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    return "array" if isinstance(value, list) else "object"
+
+
 def _resources(raw: Any, where: str, fail) -> dict[str, int]:
     if raw is None:
         return {}
@@ -465,7 +520,7 @@ def _resources(raw: Any, where: str, fail) -> dict[str, int]:
             fail(field, f'Invalid value: "{amount}": must be greater than or equal to 0')
         if is_extended_resource(res) and q.denominator != 1:
             fail(field, f'Invalid value: "{amount}": must be an integer')
-        out[res] = milli_value(q) if res == "cpu" else value(q)
+        out[res] = min(milli_value(q) if res == "cpu" else value(q), 2**63 - 1)  # ParseQuantity's cap
     return out
 
 

@@ -8,7 +8,10 @@ the pod converted to the internal units the scheduler reads.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import random
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from ..errors import GpuLabError, InvalidObject
@@ -31,6 +34,7 @@ SYSTEM_PRIORITY_CLASSES: dict[str, dict[str, Any]] = {
     "system-cluster-critical": {"value": 2000000000, "preemptionPolicy": "PreemptLowerPriority"},
 }
 PREEMPT_LOWER = "PreemptLowerPriority"
+MAX_INT64 = 2**63 - 1
 # utilrand's alphabet: no vowels (no accidental words), no confusable 0/1/3.
 NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 
@@ -45,22 +49,98 @@ class Forbidden(InvalidObject):
 
 
 def name_suffix(seed: str, length: int = 5) -> str:
-    """A stand-in for the API server's random ``generateName`` suffix, stable per seed."""
+    """A stable stand-in for a ``generateName`` suffix, derived from ``seed`` (no retries:
+    ``NameGenerator`` is what names pods)."""
     digest = hashlib.sha256(seed.encode()).digest()
     return "".join(NAME_ALPHABET[b % len(NAME_ALPHABET)] for b in digest[:length])
 
 
-def parse_pod(raw: dict, *, priority_classes: dict[str, dict] | None = None, created: int = 0) -> Pod:
-    """Admit one ``v1 Pod`` manifest: priority, defaults, validation, conversion."""
+# The API server retries a generateName collision this many times (RetryGenerateName).
+NAME_ATTEMPTS = 8
+MAX_GENERATED_PREFIX = 58  # 63 - 5 random characters
+
+
+class NameGenerator:
+    """The API server's ``generateName``: the prefix plus 5 random characters from
+    utilrand's alphabet, drawn again when the name is taken (RetryGenerateName, GA in v1.32).
+
+    Draws are reproducible: each (namespace, prefix) has its own random stream seeded from
+    the session's ``seed``, so a Deployment's pods are named the same in every run of a
+    scenario, whatever else it holds. ``taken(namespace, name)`` tells about names that
+    exist already (a session's pods); names this generator gave out are never repeated.
+    ``seed=None`` draws from the system's randomness, as a real API server does.
+    """
+
+    def __init__(self, seed: int | str | None = 0,
+                 taken: Callable[[str, str], bool] | None = None):
+        self.seed = seed
+        self.taken = taken
+        self.used: set[tuple[str, str]] = set()
+        self._streams: dict[tuple[str, str], random.Random] = {}
+        self._journal: dict | None = None
+
+    def generate(self, namespace: str, prefix: str) -> str:
+        prefix = prefix[:MAX_GENERATED_PREFIX]  # SimpleNameGenerator truncates long bases
+        key = (namespace, prefix)
+        rng = self._streams.get(key)
+        if rng is None:
+            rng = self._streams[key] = (random.Random() if self.seed is None
+                                        else random.Random(f"{self.seed}/{namespace}/{prefix}"))
+        journal = self._journal
+        if journal is not None and key not in journal["states"]:
+            journal["states"][key] = rng.getstate()
+        for _ in range(NAME_ATTEMPTS):
+            name = prefix + "".join(rng.choices(NAME_ALPHABET, k=5))
+            if (namespace, name) in self.used or (self.taken is not None and self.taken(namespace, name)):
+                continue
+            self.used.add((namespace, name))
+            if journal is not None:
+                journal["names"].append((namespace, name))
+            return name
+        raise GpuLabError(f'pods "{name}" already exists')
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[None]:
+        """Draws made inside are undone if it raises (an apply is all-or-nothing)."""
+        if self._journal is not None:  # nested: the outer one decides
+            yield
+            return
+        self._journal = {"states": {}, "names": []}
+        try:
+            yield
+        except BaseException:
+            for key, state in self._journal["states"].items():
+                self._streams[key].setstate(state)
+            self.used.difference_update(self._journal["names"])
+            raise
+        finally:
+            self._journal = None
+
+
+def parse_pod(raw: dict, *, priority_classes: dict[str, dict] | None = None, created: int = 0,
+              names: NameGenerator | None = None) -> Pod:
+    """Admit one ``v1 Pod`` manifest: priority, defaults, validation, conversion.
+
+    ``names`` draws the name of a pod that has only ``generateName``."""
     if not isinstance(raw, dict):
         raise GpuLabError("Pod: the document must be a mapping")
     meta = dict(_mapping(raw.get("metadata")))
     spec = _mapping(raw.get("spec"))
     meta["namespace"] = meta.get("namespace") or "default"
     if not meta.get("name") and isinstance(meta.get("generateName"), str):
-        meta["name"] = meta["generateName"] + name_suffix(f"{meta['namespace']}/{meta['generateName']}/{created}")
+        if names is not None:
+            meta["name"] = names.generate(str(meta["namespace"]), meta["generateName"])
+        else:
+            meta["name"] = meta["generateName"] + name_suffix(
+                f"{meta['namespace']}/{meta['generateName']}/{created}")
     name = meta.get("name") if isinstance(meta.get("name"), str) else ""
 
+    for t in _list(spec.get("tolerations")):
+        seconds = t.get("tolerationSeconds") if isinstance(t, dict) else None
+        if seconds is not None and (isinstance(seconds, bool) or not isinstance(seconds, int)
+                                    or not -(2**63) <= seconds < 2**63):
+            raise GpuLabError(v.decode_error("Pod", "Toleration.spec.tolerations.tolerationSeconds",
+                                             seconds, "int64"))
     class_name, priority, policy = resolve_priority(spec, name, priority_classes or {})
     spec = pod_defaults(spec)
     errs = v.validate_object_meta(meta) + v.validate_pod_spec(spec)
@@ -167,7 +247,8 @@ def pod_defaults(spec: dict) -> dict:
 def internal_amount(resource: str, raw: Any) -> int:
     """cpu in millicores, everything else in whole units (both rounded up, as the scheduler reads)."""
     q = v.parse(raw)
-    return milli_value(q) if resource == "cpu" else value(q)
+    # ParseQuantity caps a quantity at the largest int64; so do the scheduler's sums
+    return min(milli_value(q) if resource == "cpu" else value(q), MAX_INT64)
 
 
 def internal_resources(resources: dict | None) -> dict[str, int]:
@@ -198,7 +279,7 @@ def _host_ports(spec: dict) -> list[HostPort]:
 
 def _toleration(t: dict) -> Toleration:
     seconds = t.get("tolerationSeconds")
-    return Toleration(key=t.get("key") or "", operator=t.get("operator") or "Equal",
+    return Toleration(key=str(t.get("key") or ""), operator=t.get("operator") or "Equal",
                       value=str(t.get("value") or ""), effect=t.get("effect") or "",
                       toleration_seconds=int(seconds) if seconds is not None else None)
 

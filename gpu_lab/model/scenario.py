@@ -17,13 +17,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from ..errors import GpuLabError, InvalidObject
 from . import validation as v
 from .objects import Node, Pod
-from .parse import SYSTEM_PRIORITY_CLASSES, Forbidden, parse_pod
+from .parse import SYSTEM_PRIORITY_CLASSES, Forbidden, NameGenerator, parse_pod
 from .workloads import WORKLOAD_KINDS, expand_workload
+from .yamlread import MAX_REQUEST_BYTES, decode, parse_documents, read_file
 
 Source = str | Path | dict | list
 
@@ -37,6 +36,10 @@ RESOURCES = {"Node": "nodes", "Pod": "pods", "Namespace": "namespaces", "NodePoo
              "PriorityClass": "priorityclasses.scheduling.k8s.io", "Deployment": "deployments.apps",
              "ReplicaSet": "replicasets.apps", "Job": "jobs.batch"}
 HIGHEST_USER_PRIORITY = 1_000_000_000
+# What one apply may create: Kubernetes is tested up to 150,000 pods and 5,000 nodes per
+# cluster; past these a typo (replicas: 1000000000) would exhaust memory, not teach.
+MAX_PODS = 150_000
+MAX_DEVICES = 1_000_000  # device IDs the simulated device plugins advertise, all nodes together
 SYSTEM_PREFIX = "system-"
 
 
@@ -56,56 +59,68 @@ class Scenario:
 
 
 def load_documents(src: Source) -> list[dict]:
-    """The documents of a YAML string, a file (``Path`` or path string), a dict or a list of dicts."""
+    """The documents of a YAML string, a file (``Path`` or path string), a dict or a list of dicts.
+
+    Every scenario is read here (see ``yamlread``): files as kubectl reads them, YAML
+    with libyaml and go-yaml's limits. Nothing to apply is an error, as for kubectl.
+    """
     if isinstance(src, dict):
-        return _flatten([src], "<dict>")
-    if isinstance(src, list):
-        return _flatten(src, "<list>")
-    if isinstance(src, Path) or (isinstance(src, str) and _looks_like_path(src)):
-        path = Path(src)
-        if not path.is_file():
-            raise GpuLabError(f'the path "{src}" does not exist')
-        return _parse_yaml(path.read_text(), str(src))
-    if isinstance(src, str):
-        return _parse_yaml(src, "<string>")
-    raise GpuLabError(f"cannot read a scenario from {type(src).__name__} (give YAML text, a path, a dict or a list)")
+        docs = _flatten([src], "<dict>")
+    elif isinstance(src, (list, tuple)):
+        docs = _flatten(list(src), "<list>")
+    elif isinstance(src, Path) or (isinstance(src, str) and _looks_like_path(src)):
+        docs = _parse_yaml(read_file(src, str(src)), str(src))
+    elif isinstance(src, str):
+        docs = _parse_yaml(src, "<string>")
+    elif isinstance(src, (bytes, bytearray)):
+        docs = _parse_yaml(decode(bytes(src), "<bytes>"), "<bytes>")
+    else:
+        raise GpuLabError(f"cannot read a scenario from {type(src).__name__} "
+                          "(give YAML text, a path, a dict or a list)")
+    if not docs:
+        raise GpuLabError("no objects passed to apply")
+    return docs
 
 
 def _looks_like_path(text: str) -> bool:
+    """One line that is not YAML text: a file name (which then must exist)."""
     if "\n" in text or not text.strip():
         return False
     if text.endswith((".yaml", ".yml", ".json")):
         return True
     try:
-        return Path(text).is_file()
-    except OSError:  # e.g. a one-line manifest longer than a file name may be
+        if Path(text).exists():
+            return True
+    except (OSError, ValueError):  # e.g. a one-line manifest longer than a file name may be
         return False
+    # A mapping or a list on one line has one of these; a bare word is a file name.
+    return not any(c in text for c in ":{}[]\"'#&*|>")
 
 
 def _parse_yaml(text: str, name: str) -> list[dict]:
-    loader = yaml.SafeLoader(text)
-    docs: list[tuple[Any, int]] = []
-    try:
-        while loader.check_node():
-            node = loader.get_node()
-            docs.append((loader.construct_document(node), node.start_mark.line + 1))
-    except yaml.MarkedYAMLError as err:
-        mark = err.problem_mark or err.context_mark
-        where = f" (line {mark.line + 1})" if mark else ""
-        raise GpuLabError(f"error parsing {name}: {err.problem or err.context}{where}") from None
-    except yaml.YAMLError as err:
-        raise GpuLabError(f"error parsing {name}: {err}") from None
-    finally:
-        loader.dispose()
     out = []
-    for doc, line in docs:
+    big = len(text) > MAX_REQUEST_BYTES
+    for doc, line in parse_documents(text, name):
         if doc is None:
             continue
         if not isinstance(doc, dict):
             raise GpuLabError(f"error parsing {name}: a document must be a mapping, got "
                               f"{type(doc).__name__} (line {line})")
-        out += _flatten([doc], name)
+        for d in _flatten([doc], name):
+            if big:
+                _check_request_size(d, name)
+            out.append(d)
     return out
+
+
+def _check_request_size(doc: dict, name: str) -> None:
+    """The API server takes at most 3 MiB per request: one object."""
+    size = len(json.dumps(doc, separators=(",", ":"), default=str).encode())
+    if size > MAX_REQUEST_BYTES:
+        meta = _meta(doc)
+        raise GpuLabError(f'error when creating "{name}": Request entity too large: limit is '
+                          f'{MAX_REQUEST_BYTES} ({doc.get("kind")} "{meta.get("name", "")}" is '
+                          f"{size} bytes)")
 
 
 def _flatten(docs: list, name: str) -> list[dict]:
@@ -127,8 +142,18 @@ def _flatten(docs: list, name: str) -> list[dict]:
 
 
 def parse_scenario(docs: list[dict], *, known_priority_classes: dict[str, dict] | None = None,
-                   first_created: int = 0) -> Scenario:
-    """Admit every document; raise on the first object the API server would refuse."""
+                   first_created: int = 0, names: NameGenerator | None = None) -> Scenario:
+    """Admit every document; raise on the first object the API server would refuse.
+
+    ``names`` generates the names of controller-made pods (``generateName``); a session
+    passes its own, so names are reproducible from its seed and never collide with its pods.
+    """
+    names = names if names is not None else NameGenerator(0)
+    with names.transaction():
+        return _parse_scenario(docs, known_priority_classes, first_created, names)
+
+
+def _parse_scenario(docs, known_priority_classes, first_created, names) -> Scenario:
     docs = _flatten(list(docs), "<list>")
     for doc in docs:
         _check_kind(doc)
@@ -140,6 +165,7 @@ def parse_scenario(docs: list[dict], *, known_priority_classes: dict[str, dict] 
             known[name] = sc.priority_classes[name] = pc
     seen: set[tuple[str, str, str]] = set()
     created = first_created
+    devices = 0
     for doc in docs:
         gvk = _gvk(doc)
         kind = gvk[1]
@@ -159,22 +185,29 @@ def parse_scenario(docs: list[dict], *, known_priority_classes: dict[str, dict] 
             sc.namespaces.append(name)
         elif kind == "Node":
             sc.nodes.append(_node(doc, seen))
+            devices += _device_count(sc.nodes[-1])
+            _check_devices(devices, doc, "status.capacity")
         elif kind == "NodePool":
             from .nodepool import expand_node_pool  # written alongside; imported when first needed
 
-            nodes = expand_node_pool(doc)
+            nodes = expand_node_pool(doc, max_devices=MAX_DEVICES - devices)
+            devices += sum(_device_count(n) for n in nodes)
             _claim(seen, "NodePool", "", _meta(doc).get("name"))
             for n in nodes:
                 _claim(seen, "Node", "", n.name)
             sc.node_pools.append(doc)
             sc.nodes += nodes
         elif kind == "Pod":
-            pod = parse_pod(doc, priority_classes=known, created=created)
+            if len(sc.pods) >= MAX_PODS:
+                raise GpuLabError(f"more than {MAX_PODS} pods in one apply (Kubernetes is tested up to "
+                                  f"{MAX_PODS} pods in a cluster)")
+            pod = parse_pod(doc, priority_classes=known, created=created, names=names)
             _claim(seen, "Pod", pod.namespace, pod.name)
             sc.pods.append(pod)
             created += 1
         else:
-            record, pods = expand_workload(doc, priority_classes=known, first_created=created)
+            record, pods = expand_workload(doc, priority_classes=known, first_created=created,
+                                           names=names, max_pods=MAX_PODS - len(sc.pods))
             _claim(seen, kind, record["namespace"], record["name"])
             if "replicaset" in record:
                 _claim(seen, "ReplicaSet", record["namespace"], record["replicaset"])
@@ -185,6 +218,20 @@ def parse_scenario(docs: list[dict], *, known_priority_classes: dict[str, dict] 
             sc.pods += pods
             created += len(pods)
     return sc
+
+
+def _device_count(node: Node) -> int:
+    """Device IDs the node's device plugin advertises (a plain Node: one per nvidia.com/gpu)."""
+    if node.devices:
+        return sum(len(ids) for ids in node.devices.values())
+    return node.capacity.get("nvidia.com/gpu", 0)
+
+
+def _check_devices(total: int, doc: dict, field: str) -> None:
+    if total > MAX_DEVICES:
+        name = _meta(doc).get("name")
+        raise GpuLabError(f'{doc.get("kind")} "{name}": {field}: the scenario\'s nodes advertise {total} '
+                          f"GPU devices; the simulator holds at most {MAX_DEVICES}")
 
 
 def load_scenario(src: Source, **kw: Any) -> Scenario:
@@ -203,11 +250,10 @@ def _meta(doc: dict) -> dict:
 def _check_kind(doc: dict) -> None:
     """The decoder's and kubectl's refusals, before any object is looked at."""
     api_version, kind = _gvk(doc)
-    data = json.dumps(doc, sort_keys=True, separators=(",", ":"), default=str)
-    if not kind:
-        raise GpuLabError(f"Object 'Kind' is missing in '{data}'")
-    if not api_version:
-        raise GpuLabError(f"Object 'apiVersion' is missing in '{data}'")
+    if not kind or not api_version:
+        data = json.dumps(doc, sort_keys=True, separators=(",", ":"), default=str)
+        missing = "Kind" if not kind else "apiVersion"
+        raise GpuLabError(f"Object '{missing}' is missing in '{data}'")
     if (api_version, kind) not in KINDS:
         raise GpuLabError(f'no matches for kind "{kind}" in version "{api_version}"')
 

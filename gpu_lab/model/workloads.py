@@ -4,20 +4,22 @@ The API server validates the workload (its own rules plus the pod template's),
 then the controllers create pods with ``generateName``: a Deployment makes a
 ReplicaSet ``<deployment>-<pod-template-hash>``, which makes pods
 ``<replicaset>-<5 chars>``; a Job makes ``<job>-<5 chars>`` (``<job>-<index>-<5
-chars>`` when Indexed). Kubernetes draws those characters at random; ours are
-derived from the names, so every run of a scenario shows the same pods.
+chars>`` when Indexed). Kubernetes draws those characters at random and draws again
+on a collision; so do we (``parse.NameGenerator``), from the session's seed, so every
+run of a scenario shows the same pods.
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 from typing import Any
 
 from ..errors import GpuLabError, InvalidObject
 from . import validation as v
 from .objects import Pod, stable_uid
-from .parse import NAME_ALPHABET, name_suffix, parse_pod, template_defaults
+from .parse import NAME_ALPHABET, NameGenerator, parse_pod, template_defaults
 from .selectors import LabelSelector
 
 POD_TEMPLATE_HASH = "pod-template-hash"
@@ -31,7 +33,8 @@ _QUALIFIED = {"Deployment": "Deployment.apps", "ReplicaSet": "ReplicaSet.apps", 
 
 
 def expand_workload(raw: dict, *, priority_classes: dict[str, dict] | None = None,
-                    first_created: int = 0) -> tuple[dict[str, Any], list[Pod]]:
+                    first_created: int = 0, names: NameGenerator | None = None,
+                    max_pods: int | None = None) -> tuple[dict[str, Any], list[Pod]]:
     """Validate one workload and return (a summary record, its pods in creation order).
 
     The record has kind, namespace, name, uid, selector, pods (names) and, per
@@ -46,15 +49,47 @@ def expand_workload(raw: dict, *, priority_classes: dict[str, dict] | None = Non
     spec = raw.get("spec") if isinstance(raw.get("spec"), dict) else {}
     name = meta.get("name") if isinstance(meta.get("name"), str) else ""
     uid = stable_uid(kind, meta["namespace"], name)
+    names = names if names is not None else NameGenerator(0)
+    _check_int32(kind, spec)
     if kind == "Job":
-        return _job(raw, meta, spec, uid, priority_classes, first_created)
-    return _replicated(raw, meta, spec, uid, priority_classes, first_created)
+        return _job(raw, meta, spec, uid, priority_classes, first_created, names, max_pods)
+    return _replicated(raw, meta, spec, uid, priority_classes, first_created, names, max_pods)
+
+
+_INT32_FIELDS = {"Deployment": ("DeploymentSpec", ("replicas",)),
+                 "ReplicaSet": ("ReplicaSetSpec", ("replicas",)),
+                 "Job": ("JobSpec", ("parallelism", "completions", "backoffLimit", "activeDeadlineSeconds"))}
+
+
+def _check_int32(kind: str, spec: dict) -> None:
+    """The API server decodes counts into int32 fields: a larger number is refused before
+    validation, in encoding/json's words."""
+    struct, fields = _INT32_FIELDS[kind]
+    selector = spec.get("selector")
+    if selector is not None and not isinstance(selector, dict):
+        raise GpuLabError(v.decode_error(kind, f"{struct}.spec.selector", selector, "v1.LabelSelector"))
+    for f in fields:
+        n = spec.get(f)
+        if isinstance(n, int) and not isinstance(n, bool) and not -(2**31) <= n < 2**31:
+            go_type = "int64" if f == "activeDeadlineSeconds" else "int32"
+            if go_type == "int64" and -(2**63) <= n < 2**63:
+                continue
+            raise GpuLabError(f'{kind} in version "v1" cannot be handled as a {kind}: json: cannot '
+                              f"unmarshal number {n} into Go struct field {struct}.spec.{f} of type "
+                              f"{go_type}")
+
+
+def _check_budget(kind: str, name: str, count: int, max_pods: int | None, field: str) -> None:
+    if max_pods is not None and count > max_pods:
+        raise GpuLabError(f'{_QUALIFIED[kind]} "{name}": {field}: {count} pods is more than the '
+                          f"simulator holds ({max_pods} more pods fit in this apply; Kubernetes is "
+                          "tested up to 150000 pods in a cluster)")
 
 
 # ------------------------------------------------------- Deployment, ReplicaSet
 
 
-def _replicated(raw, meta, spec, uid, classes, first):
+def _replicated(raw, meta, spec, uid, classes, first, names, max_pods):
     kind, name, ns = raw["kind"], meta.get("name") or "", meta["namespace"]
     replicas = 1 if spec.get("replicas") is None else spec["replicas"]  # the apps/v1 default
     template = _template(spec)
@@ -83,9 +118,9 @@ def _replicated(raw, meta, spec, uid, classes, first):
         selector = copy.deepcopy(selector)
         selector.setdefault("matchLabels", {})[POD_TEMPLATE_HASH] = h
         record.update(replicaset=rs, pod_template_hash=h, selector=selector)
-    prefix = owner["name"]
-    pods = [_pod(template, f"{prefix}-{name_suffix(f'{ns}/{prefix}/{i}')}", ns, owner, classes, first + i)
-            for i in range(replicas)]
+    _check_budget(kind, name, replicas, max_pods, "spec.replicas")
+    prefix = owner["name"] + "-"
+    pods = _replicas(template, replicas, names, prefix, ns, owner, classes, first)
     record["pods"] = [p.name for p in pods]
     return record, pods
 
@@ -107,7 +142,7 @@ def pod_template_hash(template: dict) -> str:
 # ---------------------------------------------------------------------- Job
 
 
-def _job(raw, meta, spec, uid, classes, first):
+def _job(raw, meta, spec, uid, classes, first, names, max_pods):
     name, ns = meta.get("name") or "", meta["namespace"]
     template = _template(spec)
     parallelism, completions = spec.get("parallelism"), spec.get("completions")
@@ -155,17 +190,23 @@ def _job(raw, meta, spec, uid, classes, first):
 
     suspend = spec.get("suspend") is True
     count = 0 if suspend else min(parallelism, completions) if completions is not None else parallelism
+    _check_budget("Job", name, count, max_pods,
+                  "spec.parallelism" if completions is None or parallelism <= completions else "spec.completions")
     owner = {"apiVersion": "batch/v1", "kind": "Job", "name": name, "uid": uid}
-    pods = []
+    if mode != "Indexed":
+        pods = _replicas(template, count, names, f"{name}-", ns, owner, classes, first)
+        count = 0
+    else:
+        pods = []
     for i in range(count):
         t = copy.deepcopy(template)
-        prefix = name
+        prefix = f"{name}-"
         if mode == "Indexed":  # each pod carries its completion index and a stable hostname
             t["metadata"].setdefault("annotations", {})[COMPLETION_INDEX] = str(i)
             t["metadata"]["labels"][COMPLETION_INDEX] = str(i)
             t["spec"].setdefault("hostname", f"{name}-{i}")
-            prefix = f"{name}-{i}"
-        pods.append(_pod(t, f"{prefix}-{name_suffix(f'{ns}/{name}/{i}')}", ns, owner, classes, first + i))
+            prefix = f"{name}-{i}-"
+        pods.append(_pod(t, names.generate(ns, prefix), ns, owner, classes, first + i))
     record = {"kind": "Job", "namespace": ns, "name": name, "uid": uid, "selector": selector,
               "parallelism": parallelism, "completions": completions, "completion_mode": mode,
               "suspend": suspend, "pods": [p.name for p in pods]}
@@ -220,6 +261,28 @@ def _nonnegative(n: Any, path: str, optional: bool = False) -> list[str]:
     if isinstance(n, bool) or not isinstance(n, int):
         return [v.wrong_type(path, n, "an integer")]
     return [v.invalid(path, n, "must be greater than or equal to 0")] if n < 0 else []
+
+
+def _replicas(template: dict, count: int, names: NameGenerator, prefix: str, ns: str, owner: dict,
+              classes, first: int) -> list[Pod]:
+    """``count`` pods from one template: the first admitted in full, the others the same pod
+    under their own names (what differs between a controller's pods), so a 100,000-replica
+    Deployment costs one admission and 100,000 names."""
+    if count <= 0:
+        return []
+    pod = _pod(template, names.generate(ns, prefix), ns, owner, classes, first)
+    return [pod] + [_renamed(pod, names.generate(ns, prefix), first + i) for i in range(1, count)]
+
+
+def _renamed(pod: Pod, name: str, created: int) -> Pod:
+    meta = dict(pod.raw["metadata"])
+    meta["name"] = name
+    return dataclasses.replace(
+        pod, name=name, uid=stable_uid(pod.namespace, name), created=created,
+        raw={**pod.raw, "metadata": meta}, labels=dict(pod.labels), annotations=dict(pod.annotations),
+        node_selector=dict(pod.node_selector), tolerations=list(pod.tolerations),
+        topology_spread_constraints=list(pod.topology_spread_constraints),
+        host_ports=list(pod.host_ports), requests=dict(pod.requests))
 
 
 def _pod(template: dict, name: str, ns: str, owner: dict, classes, created: int) -> Pod:

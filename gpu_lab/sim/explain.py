@@ -58,14 +58,17 @@ class Explanation:
                 "notes": self.notes, "nodes": nodes}
 
     def __str__(self) -> str:
-        parts = [self.summary(), "", "Filter:", self.filters.to_string()]
+        parts = [self.summary()]
+        if not self.filters.empty:  # a pod the scheduler never tried has no tables
+            parts += ["", "Filter:", self.filters.to_string()]
         if not self.scores.empty:
             parts += ["", "Score (raw / normalized / weighted):", self.scores.to_string()]
         return "\n".join(parts)
 
     def _repr_html_(self) -> str:
         html = f"<p><b>{self.summary().splitlines()[0]}</b><br>{'<br>'.join(self.summary().splitlines()[1:])}</p>"
-        html += "<h4>Filter</h4>" + self.filters.to_html()
+        if not self.filters.empty:
+            html += "<h4>Filter</h4>" + self.filters.to_html()
         if not self.scores.empty:
             html += "<h4>Score</h4>" + self.scores.to_html()
         return html

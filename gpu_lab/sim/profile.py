@@ -64,12 +64,178 @@ class SchedulerConfig:
         return self.profiles.get(scheduler_name)
 
 
+# ------------------------------------------------------- strict decoding
+# The v1 types kube-scheduler decodes its --config into: a field name maps to a Go type
+# ("int32", "string", ...), a struct (name, fields) or a list ("[]", element). kube-scheduler
+# decodes strictly: a value of the wrong type is encoding/json's error, unknown fields are
+# listed together ("strict decoding error: unknown field ...").
+_PLUGIN = ("Plugin", {"name": "string", "weight": "int32"})
+_PLUGIN_SET = ("PluginSet", {"enabled": ("[]", _PLUGIN), "disabled": ("[]", _PLUGIN)})
+_PLUGINS = ("Plugins", {k: _PLUGIN_SET for k in (
+    "preEnqueue", "queueSort", "preFilter", "filter", "postFilter", "preScore", "score",
+    "reserve", "permit", "preBind", "bind", "postBind", "multiPoint")})
+_PLUGIN_CONFIG = ("PluginConfig", {"name": "string", "args": "args"})
+_PROFILE = ("KubeSchedulerProfile", {"schedulerName": "string", "percentageOfNodesToScore": "int32",
+                                     "plugins": _PLUGINS, "pluginConfig": ("[]", _PLUGIN_CONFIG)})
+_LEADER_ELECTION = ("LeaderElectionConfiguration", {
+    "leaderElect": "bool", "leaseDuration": "duration", "renewDeadline": "duration",
+    "retryPeriod": "duration", "resourceLock": "string", "resourceName": "string",
+    "resourceNamespace": "string"}, "v1alpha1")
+_CLIENT_CONNECTION = ("ClientConnectionConfiguration", {
+    "kubeconfig": "string", "acceptContentTypes": "string", "contentType": "string",
+    "qps": "float32", "burst": "int32"}, "v1alpha1")
+_CONFIG = ("KubeSchedulerConfiguration", {
+    "apiVersion": "string", "kind": "string", "parallelism": "int32",
+    "leaderElection": _LEADER_ELECTION, "clientConnection": _CLIENT_CONNECTION,
+    "healthzBindAddress": "string", "metricsBindAddress": "string", "enableProfiling": "bool",
+    "enableContentionProfiling": "bool", "percentageOfNodesToScore": "int32",
+    "podInitialBackoffSeconds": "int64", "podMaxBackoffSeconds": "int64",
+    "profiles": ("[]", _PROFILE), "extenders": ("[]", "any"), "delayCacheUntilActive": "bool"})
+_RESOURCE_SPEC = ("ResourceSpec", {"name": "string", "weight": "int64"})
+_ARGS = {
+    "NodeResourcesFit": ("NodeResourcesFitArgs", {
+        "apiVersion": "string", "kind": "string", "ignoredResources": ("[]", "string"),
+        "ignoredResourceGroups": ("[]", "string"),
+        "scoringStrategy": ("ScoringStrategy", {
+            "type": "string", "resources": ("[]", _RESOURCE_SPEC),
+            "requestedToCapacityRatio": ("RequestedToCapacityRatioParam", {
+                "shape": ("[]", ("UtilizationShapePoint", {"utilization": "int32", "score": "int32"}))})})}),
+    "NodeResourcesBalancedAllocation": ("NodeResourcesBalancedAllocationArgs", {
+        "apiVersion": "string", "kind": "string", "resources": ("[]", _RESOURCE_SPEC)}),
+    "InterPodAffinity": ("InterPodAffinityArgs", {
+        "apiVersion": "string", "kind": "string", "hardPodAffinityWeight": "int32",
+        "ignorePreferredTermsOfExistingPods": "bool"}),
+    "DefaultPreemption": ("DefaultPreemptionArgs", {
+        "apiVersion": "string", "kind": "string", "minCandidateNodesPercentage": "int32",
+        "minCandidateNodesAbsolute": "int32"}),
+    "PodTopologySpread": ("PodTopologySpreadArgs", {
+        "apiVersion": "string", "kind": "string", "defaultConstraints": ("[]", "any"),
+        "defaultingType": "string"}),
+    "NodeAffinity": ("NodeAffinityArgs", {"apiVersion": "string", "kind": "string",
+                                          "addedAffinity": "any"}),
+}
+_INT_RANGE = {"int32": 2**31, "int64": 2**63}
+
+
+def _go_type(spec: Any) -> str:
+    if isinstance(spec, str):
+        return {"duration": "v1.Duration"}.get(spec, spec)
+    if spec[0] == "[]":
+        return "[]" + _go_type(spec[1])
+    return f"{spec[2] if len(spec) > 2 else 'v1'}.{spec[0]}"
+
+
+def _json_kind(value: Any, go: str) -> str:
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, (int, float)):
+        return f"number {value}" if go.startswith(("int", "float")) else "number"
+    if isinstance(value, str):
+        return "string"
+    return "array" if isinstance(value, list) else "object"
+
+
+class _Decoder:
+    """Walk a config against the v1 types: the first type error, then every unknown field."""
+
+    def __init__(self) -> None:
+        self.unknown: list[str] = []
+
+    def type_error(self, value: Any, spec: Any, struct: str, path: str) -> GpuLabError:
+        go = _go_type(spec)
+        return GpuLabError(f"KubeSchedulerConfiguration: json: cannot unmarshal {_json_kind(value, go)} "
+                           f"into Go struct field {struct}.{path} of type {go}")
+
+    def value(self, value: Any, spec: Any, struct: str, path: str, where: str) -> None:
+        """``path``: the json path without indexes (Go's error); ``where``: with indexes."""
+        if value is None or spec == "any":
+            return
+        if spec == "args":
+            if not isinstance(value, dict):
+                raise GpuLabError(
+                    f"KubeSchedulerConfiguration: decoding .{where.rsplit('.', 1)[0]}: decoding args for "
+                    "plugin: couldn't get version/kind; json parse error: json: cannot unmarshal "
+                    f"{_json_kind(value, 'struct')} into Go value of type struct")
+            return
+        if isinstance(spec, str):
+            ok = {"string": isinstance(value, str), "duration": isinstance(value, str),
+                  "bool": isinstance(value, bool),
+                  "float32": isinstance(value, (int, float)) and not isinstance(value, bool)}.get(spec)
+            if spec in _INT_RANGE:
+                bound = _INT_RANGE[spec]
+                ok = isinstance(value, int) and not isinstance(value, bool) and -bound <= value < bound
+            if not ok:
+                raise self.type_error(value, spec, struct, path)
+            return
+        if spec[0] == "[]":
+            if not isinstance(value, list):
+                raise self.type_error(value, spec, struct, path)
+            for i, item in enumerate(value):
+                if item is not None and not isinstance(item, dict) and not isinstance(spec[1], str):
+                    raise self.type_error(item, spec[1], struct, path)
+                self.value(item, spec[1], struct, path, f"{where}[{i}]")
+            return
+        if not isinstance(value, dict):
+            raise self.type_error(value, spec, struct, path)
+        self.struct(value, spec, path, where)
+
+    def struct(self, raw: dict, spec: tuple, path: str, where: str) -> None:
+        fields = spec[1]
+        for key in sorted(raw, key=str):  # YAML becomes JSON with sorted keys on the way
+            sub_path = f"{path}.{key}" if path else str(key)
+            sub_where = f"{where}.{key}" if where else str(key)
+            if key not in fields:
+                self.unknown.append(sub_where)
+                continue
+            self.value(raw[key], fields[key], spec[0], sub_path, sub_where)
+
+
+def decode_scheduler_config(raw: Any) -> None:
+    """Refuse a KubeSchedulerConfiguration kube-scheduler would not decode, in its words."""
+    if not isinstance(raw, dict):
+        raise GpuLabError("KubeSchedulerConfiguration: the document must be a mapping")
+    dec = _Decoder()
+    dec.struct(raw, _CONFIG, "", "")
+    if dec.unknown:
+        raise GpuLabError("KubeSchedulerConfiguration: strict decoding error: "
+                          + ", ".join(f'unknown field "{u}"' for u in dec.unknown))
+    for i, profile in enumerate(raw.get("profiles") or []):
+        for j, pc in enumerate((profile or {}).get("pluginConfig") or []):
+            spec = _ARGS.get((pc or {}).get("name"))
+            args = (pc or {}).get("args")
+            if spec is None or not isinstance(args, dict):
+                continue
+            inner = _Decoder()
+            inner.struct(args, spec, "", "")
+            if inner.unknown:
+                raise GpuLabError(
+                    f"KubeSchedulerConfiguration: strict decoding error: decoding .profiles[{i}].pluginConfig[{j}]: "
+                    f"strict decoding error: decoding args for plugin {pc['name']}: strict decoding error: "
+                    + ", ".join(f'unknown field "{u}"' for u in inner.unknown))
+
+
+def _check_score_overflow(profile: str, weights: list[int]) -> None:
+    """``getScoreWeights``: the weighted maximum scores must fit an int64 (Go arithmetic, so
+    a negative weight wraps the running total and trips the check at the next plugin)."""
+    max_total, total = 2**63 - 1, 0
+
+    def wrap(x: int) -> int:
+        return (x + 2**63) % 2**64 - 2**63
+
+    for w in weights:
+        if wrap(w * 100) > wrap(max_total - total):
+            raise GpuLabError(f"KubeSchedulerConfiguration: initializing profiles: creating profile for "
+                              f"scheduler name {profile}: score plugins: total score of Score plugins "
+                              "could overflow")
+        total = wrap(total + w * 100)
+
+
 def _merge(defaults: list[dict], custom: dict | None) -> list[dict]:
     """``mergePluginSet``: drop disabled defaults, re-configure or append enabled ones."""
     if not custom:
         return [dict(p) for p in defaults]
-    disabled = {p["name"] for p in custom.get("disabled") or []}
-    enabled = {p["name"]: p for p in custom.get("enabled") or []}
+    disabled = {p.get("name") or "" for p in custom.get("disabled") or [] if p}
+    enabled = {p.get("name") or "": p for p in custom.get("enabled") or [] if p}
     out: list[dict] = []
     replaced: set[str] = set()
     if "*" not in disabled:
@@ -84,7 +250,7 @@ def _merge(defaults: list[dict], custom: dict | None) -> list[dict]:
             else:
                 out.append(dict(p))
     for p in custom.get("enabled") or []:
-        if p["name"] not in replaced:
+        if p and (p.get("name") or "") not in replaced:
             out.append(dict(p))
     return out
 
@@ -102,11 +268,12 @@ def build_profile(raw: dict[str, Any], global_pct: int, handle: Any = None) -> P
     plugins_cfg = raw.get("plugins") or {}
     for phase_cfg in plugins_cfg.values():
         for p in (phase_cfg or {}).get("enabled") or []:
-            _check_plugin(p.get("name", ""), f"profile {name}")
+            _check_plugin((p or {}).get("name") or "", f"profile {name}")
     multipoint = _merge(DEFAULT_MULTIPOINT, plugins_cfg.get("multiPoint"))
     args: dict[str, dict[str, Any]] = {}
     for pc in raw.get("pluginConfig") or []:
-        args[pc["name"]] = copy.deepcopy(pc.get("args") or {})
+        if pc:
+            args[pc.get("name") or ""] = copy.deepcopy(pc.get("args") or {})
 
     phases: dict[str, list[str]] = {}
     weights: dict[str, int] = {}
@@ -127,6 +294,13 @@ def build_profile(raw: dict[str, Any], global_pct: int, handle: Any = None) -> P
                 weights[p["name"]] = int(p.get("weight") or 0) or 1
         phases[phase] = names
         used.update(names)
+    # kube-scheduler weighs the profile's score plugins first, then the multi-point ones
+    order: dict[str, int] = {}
+    for p in ((plugins_cfg.get("score") or {}).get("enabled") or []) + multipoint:
+        pname = (p or {}).get("name") or ""
+        if pname in REGISTRY and REGISTRY[pname].implements("score") and pname not in order:
+            order[pname] = int(p.get("weight") or 0) or 1
+    _check_score_overflow(name, list(order.values()))
     instances = {n: REGISTRY[n](args.get(n), handle) for n in used}
     pct = raw.get("percentageOfNodesToScore")
     return Profile(name, instances, phases, weights, pct, args)
@@ -140,6 +314,7 @@ def load_scheduler_config(raw: dict[str, Any] | None, handle: Any = None) -> Sch
     """Parse and default a KubeSchedulerConfiguration; ``handle`` is what plugins may ask
     of the scheduler (its rng, deterministic flag and nominations)."""
     raw = raw or {"apiVersion": API_VERSION, "kind": "KubeSchedulerConfiguration"}
+    decode_scheduler_config(raw)
     pct = int(raw.get("percentageOfNodesToScore") or 0)
     if not 0 <= pct <= 100:
         raise GpuLabError(
@@ -147,7 +322,12 @@ def load_scheduler_config(raw: dict[str, Any] | None, handle: Any = None) -> Sch
         )
     profiles_raw = raw.get("profiles") or [{}]
     profiles: dict[str, Profile] = {}
-    for pr in profiles_raw:
+    for i, pr in enumerate(profiles_raw):
+        pr = pr or {}
+        own = pr.get("percentageOfNodesToScore")
+        if own is not None and not 0 <= own <= 100:
+            raise GpuLabError(f"KubeSchedulerConfiguration: profiles[{i}].percentageOfNodesToScore: "
+                              f"Invalid value: {own}: not in valid range [0-100]")
         prof = build_profile(pr, pct, handle)
         if prof.scheduler_name in profiles:
             raise GpuLabError(

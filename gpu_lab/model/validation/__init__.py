@@ -22,6 +22,7 @@ from .affinity import (  # noqa: F401
     validate_affinity,
 )
 from .errors import (  # noqa: F401
+    decode_error,
     dedupe,
     duplicate,
     forbidden,

@@ -39,8 +39,10 @@ def _sorted_maps(value: Any) -> Any:
     return value
 
 
-def selector_value(sel: dict) -> go_struct:
-    """A ``metav1.LabelSelector`` as the API server prints it."""
+def selector_value(sel: Any) -> Any:
+    """A ``metav1.LabelSelector`` as the API server prints it (anything else as given)."""
+    if not isinstance(sel, dict):
+        return sel
     exprs = [go_struct(e, ("key", "operator", "values"), omitempty=("values",)) if isinstance(e, dict) else e
              for e in sel.get("matchExpressions") or []]
     fields = ("matchLabels", "matchExpressions")
@@ -66,6 +68,29 @@ def forbidden(path: str, detail: str) -> str:
 
 def duplicate(path: str, value: Any, detail: str = "") -> str:
     return f"{path}: Duplicate value: {go_value(value)}" + (f": {detail}" if detail else "")
+
+
+def json_kind(value: Any) -> str:
+    """How encoding/json names a JSON value it cannot decode (numbers that do not fit show)."""
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, (int, float)):
+        return f"number {go_value(value)}"
+    if isinstance(value, str):
+        return "string"
+    return "array" if isinstance(value, list) else "object"
+
+
+def decode_error(kind: str, field: str, value: Any, go_type: str) -> str:
+    """The API server's refusal of a value that does not decode into the field's Go type,
+    e.g. ``Pod in version "v1" cannot be handled as a Pod: json: cannot unmarshal string
+    into Go struct field Toleration.spec.tolerations.tolerationSeconds of type int64``.
+    ``field`` is ``<Go struct>.<json path>``; numbers that do not fit show their value."""
+    what = json_kind(value)
+    if what.startswith("number") and not go_type.startswith(("int", "uint", "float")):
+        what = "number"
+    return (f'{kind} in version "v1" cannot be handled as a {kind}: json: cannot unmarshal {what} '
+            f"into Go struct field {field} of type {go_type}")
 
 
 def dedupe(errors: list[str]) -> list[str]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from .affinity import validate_affinity
-from .errors import go_struct, invalid, not_supported, required, wrong_type
+from .errors import duplicate, go_struct, invalid, not_supported, required, wrong_type
 from .names import is_dns1123_label, is_dns1123_subdomain, validate_name
 from .ports import host_port_conflicts, validate_ports
 from .resources import validate_resource_requirements
@@ -63,17 +63,35 @@ def validate_owner_references(refs: Any, path: str) -> list[str]:
     return errs
 
 
-def _containers(containers: Any, path: str, *, init: bool) -> list[str]:
+def _containers(containers: Any, path: str, *, init: bool, names: set | None = None) -> list[str]:
+    """``validateContainers``/``validateInitContainers``; ``names`` collects container names
+    (an init container may not reuse a container's name)."""
     if containers is None or containers == []:
         return [] if init else [required(path)]
     if not isinstance(containers, list):
         return [wrong_type(path, containers, "a list of containers")]
     errs = []
+    names = set() if names is None else names
     for i, c in enumerate(containers):
         at = f"{path}[{i}]"
         if not isinstance(c, dict):
             errs.append(wrong_type(at, c, "a container"))
             continue
+        name, image = c.get("name"), c.get("image")
+        if not name:
+            errs.append(required(f"{at}.name"))
+        elif not isinstance(name, str):
+            errs.append(wrong_type(f"{at}.name", name, "a string"))
+        elif name not in _GOOD_CONTAINER_NAMES:
+            name_errs = validate_name(name, f"{at}.name", is_dns1123_label)
+            if name_errs:
+                errs += name_errs
+            elif len(_GOOD_CONTAINER_NAMES) < 4096:  # pods repeat a few names thousands of times
+                _GOOD_CONTAINER_NAMES.add(name)
+        if image is not None and not isinstance(image, str):
+            errs.append(wrong_type(f"{at}.image", image, "a string"))
+        elif not image:
+            errs.append(required(f"{at}.image"))
         errs += validate_ports(c.get("ports"), f"{at}.ports")
         res = c.get("resources")
         if res is not None and not isinstance(res, dict):
@@ -82,18 +100,24 @@ def _containers(containers: Any, path: str, *, init: bool) -> list[str]:
             errs += validate_resource_requirements(res.get("limits"), res.get("requests"), f"{at}.resources")
         if init:  # the API server checks each init container on its own (always at index 0)
             errs += host_port_conflicts([c], path)
+        if isinstance(name, str) and name:
+            if name in names:
+                errs.append(duplicate(f"{at}.name", name))
+            names.add(name)
     if not init:
         errs += host_port_conflicts(containers, path)
     return errs
 
 
 RESTART_POLICIES = ("Always", "OnFailure", "Never")
+_GOOD_CONTAINER_NAMES: set[str] = set()
 
 
 def validate_pod_spec(spec: dict, path: str = "spec") -> list[str]:
     """``ValidatePodSpec`` for the fields gpu-lab reads, in the API server's order."""
-    errs = _containers(spec.get("containers"), f"{path}.containers", init=False)
-    errs += _containers(spec.get("initContainers"), f"{path}.initContainers", init=True)
+    names: set[str] = set()
+    errs = _containers(spec.get("containers"), f"{path}.containers", init=False, names=names)
+    errs += _containers(spec.get("initContainers"), f"{path}.initContainers", init=True, names=names)
     errs += validate_labels(spec.get("nodeSelector"), f"{path}.nodeSelector")
     errs += validate_affinity(spec.get("affinity"), f"{path}.affinity")
     errs += validate_topology_spread(spec.get("topologySpreadConstraints"), f"{path}.topologySpreadConstraints")

@@ -61,7 +61,9 @@ def validate_quantity_value(name: str, raw: Any, path: str) -> list[str]:
     errs = []
     if value < 0:
         errs.append(invalid(path, quantity_string(raw), "must be greater than or equal to 0"))
-    if (name in _INTEGER_RESOURCES or is_extended(name)) and math.ceil(value * 1000) % 1000:
+    # MilliValue() overflows int64 past 2^63 millis, which reads as a fraction too
+    milli = math.ceil(value * 1000)
+    if (name in _INTEGER_RESOURCES or is_extended(name)) and (milli % 1000 or milli >= 2**63):
         errs.append(invalid(path, quantity_string(raw), "must be an integer"))
     return errs
 

@@ -7,6 +7,8 @@ from typing import Any
 from .errors import forbidden, invalid, required, wrong_type
 from .names import is_label_value, is_qualified_name, validate_name
 
+TOTAL_ANNOTATION_SIZE_LIMIT = 256 * 1024  # apimachinery's TotalAnnotationSizeLimitB
+
 
 def validate_labels(labels: Any, path: str) -> list[str]:
     if labels is None:
@@ -15,7 +17,10 @@ def validate_labels(labels: Any, path: str) -> list[str]:
         return [wrong_type(path, labels, "a map of string keys to string values")]
     errs = []
     for k, v in labels.items():
-        errs += [invalid(path, k, m) for m in is_qualified_name(str(k))]
+        if not isinstance(k, str):
+            errs.append(wrong_type(path, k, "a string key (quote it in YAML)"))
+            continue
+        errs += [invalid(path, k, m) for m in is_qualified_name(k)]
         if not isinstance(v, str):
             errs.append(wrong_type(path, v, "a string (quote it in YAML)"))
             continue
@@ -29,11 +34,19 @@ def validate_annotations(annotations: Any, path: str) -> list[str]:
     if not isinstance(annotations, dict):
         return [wrong_type(path, annotations, "a map of string keys to string values")]
     errs = []
+    size = 0
     for k, v in annotations.items():
+        if not isinstance(k, str):
+            errs.append(wrong_type(path, k, "a string key (quote it in YAML)"))
+            continue
         # Annotation keys are qualified names, compared case-insensitively.
-        errs += [invalid(path, k, m) for m in is_qualified_name(str(k).lower())]
+        errs += [invalid(path, k, m) for m in is_qualified_name(k.lower())]
         if not isinstance(v, str):
             errs.append(wrong_type(f"{path}[{k}]", v, "a string (quote it in YAML)"))
+            continue
+        size += len(k.encode()) + len(v.encode())
+    if size > TOTAL_ANNOTATION_SIZE_LIMIT:  # ValidateAnnotationsSize
+        errs.append(f"{path}: Too long: may not be more than {TOTAL_ANNOTATION_SIZE_LIMIT} bytes")
     return errs
 
 

@@ -31,6 +31,10 @@ def validate_tolerations(tolerations: Any, path: str) -> list[str]:
         if not key and op != "Exists":
             errs.append(invalid(f"{at}.operator", op, "operator must be Exists when `key` is empty, "
                                 'which means "match all values and all keys"'))
+        seconds = t.get("tolerationSeconds")
+        if seconds is not None and (isinstance(seconds, bool) or not isinstance(seconds, int)
+                                    or not -(2**63) <= seconds < 2**63):
+            errs.append(wrong_type(f"{at}.tolerationSeconds", seconds, "an integer (seconds)"))
         if t.get("tolerationSeconds") is not None and effect != "NoExecute":
             errs.append(invalid(f"{at}.effect", effect, "effect must be 'NoExecute' when `tolerationSeconds` is set"))
         if op in ("Equal", ""):
