@@ -25,6 +25,7 @@ from ...model.nodepool import MIG_CONFIG_LABEL, node_from_manifest
 from ...model.parse import parse_pod
 from ...model.scenario import load_documents, parse_scenario
 from ...sim.explain import Explanation
+from ...sim.profile import load_scheduler_config
 from ..account import condition, scheduler_account
 from ..base import Session, Source
 from ..tables import NodeRow, PodRow
@@ -136,6 +137,9 @@ class LocalSession(Session):
         sc = parse_scenario(docs, known_priority_classes=self._priority_classes())  # same checks as sim
         refs: list[str] = []
         if sc.scheduler_config is not None:
+            # The simulator's checks first, so both backends refuse a config in the same words;
+            # set_scheduler_config then has the real kube-scheduler check it too.
+            load_scheduler_config(sc.scheduler_config)
             self.cluster.set_scheduler_config(sc.scheduler_config, progress=lambda _m: None)
             self._custom_scheduler = True
             refs.append("kubeschedulerconfiguration")
@@ -150,21 +154,20 @@ class LocalSession(Session):
                 kind = doc.get("kind")
                 if kind in ("Namespace", "PriorityClass", "Pod", "Deployment", "ReplicaSet", "Job"):
                     ns = None if kind in _CLUSTER_SCOPED else (doc.get("metadata") or {}).get("namespace", "default")
-                    self._create(doc, ns)
-                    name = doc["metadata"]["name"]
+                    created = self._create(doc, ns)
+                    name = created["metadata"]["name"]  # the API server's, for generateName
                     self._created.append((kind, name, ns))
                     refs.append(f"{kind.lower()}/{name if ns is None else ns + '/' + name}")
             self._expected_pods += len(sc.pods)
             self._wait(lambda: len(self._user_pods()) >= self._expected_pods, "controllers to create pods")
         return refs
 
-    def _create(self, doc: dict, ns: str | None) -> None:
+    def _create(self, doc: dict, ns: str | None) -> dict:
         """Create, retrying while a new namespace's default ServiceAccount does not exist yet."""
         deadline = time.monotonic() + self.timeout
         while True:
             try:
-                self.client.create(doc, namespace=ns)
-                return
+                return self.client.create(doc, namespace=ns)
             except ApiError as err:
                 if "serviceaccount" not in str(err).lower() or time.monotonic() > deadline:
                     raise
