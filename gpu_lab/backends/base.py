@@ -18,6 +18,7 @@ from typing import Any
 import pandas as pd
 
 from ..errors import GpuLabError, NotSupported
+from ..model.arguments import check_name
 from .description import NodeDescription, describe
 from .tables import NodeRow, PodRow, document, nodes_frame, pods_frame
 
@@ -89,8 +90,7 @@ class Session(abc.ABC):
     def describe_node(self, node: str) -> NodeDescription:
         """What ``kubectl describe node`` shows: labels, taints, capacity, allocatable, the
         node's pods and their allocated requests. ``print()`` it, or read its fields."""
-        if not isinstance(node, str):
-            raise GpuLabError(f"describe_node: node must be a name, not {type(node).__name__}")
+        check_name(node, "describe_node")
         rows = [r for r in self._node_rows() if r.name == node]
         if not rows:
             raise GpuLabError(f'nodes "{node}" not found')

@@ -456,8 +456,7 @@ class SimSession(Session):
         return rec
 
     def explain(self, pod: str) -> Explanation:
-        if not isinstance(pod, str):
-            raise GpuLabError(f"explain: pod must be \"namespace/name\" or a name, not {type(pod).__name__}")
+        args.check_name(pod, "explain", "pod")
         rec = self._record(pod)
         if rec.attempt is None:
             if rec.pod.node_name:

@@ -103,7 +103,7 @@ def test_describe_node_errors_are_one_line():
     lab = gpu_lab.connect("sim")
     with pytest.raises(gpu_lab.GpuLabError, match='^nodes "nope" not found$'):
         lab.describe_node("nope")
-    with pytest.raises(gpu_lab.GpuLabError, match="node must be a name"):
+    with pytest.raises(gpu_lab.GpuLabError, match="^describe_node: node must be its name"):
         lab.describe_node(None)
     with pytest.raises(gpu_lab.GpuLabError, match="pod must be"):
         lab.explain(None)
@@ -155,6 +155,16 @@ def test_local_serves_the_node_calls(local):
     assert not local.nodes().set_index("name").loc[other, "unschedulable"]
     local.delete("default/train")
     assert "train" not in set(local.pods()["name"])
+    # wrong arguments: the same one-line answers as on the sim, before any request
+    for call, bad in (("advance", ("1h",)), ("cordon", (None,)), ("explain", (None,)),
+                      ("label_node", (other, {"bad key!": "x"}))):
+        with pytest.raises(gpu_lab.GpuLabError) as on_local:
+            getattr(local, call)(*bad)
+        sim = gpu_lab.connect("sim")
+        sim.apply(POOL)
+        with pytest.raises(gpu_lab.GpuLabError) as on_sim:
+            getattr(sim, call)(*bad)
+        assert str(on_local.value) == str(on_sim.value)
 
 
 @pytest.mark.controlplane

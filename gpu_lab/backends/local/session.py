@@ -21,6 +21,7 @@ from typing import Any
 import pandas as pd
 
 from ...errors import GpuLabError
+from ...model import arguments as args
 from ...model.nodepool import MIG_CONFIG_LABEL, node_from_manifest
 from ...model.parse import parse_pod
 from ...model.scenario import load_documents, parse_scenario
@@ -331,6 +332,7 @@ class LocalSession(Session):
 
     def explain(self, pod: str) -> Explanation:
         """The real scheduler's own account: its PodScheduled condition and events."""
+        args.check_name(pod, "explain", "pod")
         ns, name = pod.split("/", 1) if "/" in pod else ("default", pod)
         return scheduler_account(self.client, ns, name)
 
@@ -356,6 +358,9 @@ class LocalSession(Session):
 
     def label_node(self, node: str, labels: dict[str, str | None], *, evict: bool = False) -> list[str]:
         """``kubectl label node`` through the API server (None removes a label)."""
+        args.check_name(node, "label_node")
+        labels = args.check_labels(node, labels)
+        args.check_bool(evict, "label_node", "evict")
         if MIG_CONFIG_LABEL in labels:
             raise self._unsupported("label_node", f"changing {MIG_CONFIG_LABEL} needs NVIDIA's MIG "
                                     "manager, which the node agent does not run yet (the sim does)")
@@ -366,12 +371,15 @@ class LocalSession(Session):
 
     def cordon(self, node: str, unschedulable: bool = True) -> None:
         """``kubectl cordon`` (``uncordon`` with False): the real scheduler stops placing pods there."""
+        args.check_name(node, "cordon")
+        args.check_bool(unschedulable, "cordon", "unschedulable")
         self._node(node)
         self.client.patch("Node", node, {"spec": {"unschedulable": bool(unschedulable)}})
         self._changed()
 
     def delete(self, pod: str) -> None:
         """Delete a pod at once (grace period 0); a controller's pod is replaced, as on any cluster."""
+        args.check_name(pod, "delete", "pod")
         ns, name = pod.split("/", 1) if "/" in pod else ("default", pod)
         try:
             obj = self.client.get("Pod", name, ns)
@@ -390,9 +398,7 @@ class LocalSession(Session):
         """Move the node agents' clock: device-plugin grace periods and pod durations run as if
         ``seconds`` had passed (None: until the last timed pod ends). The control plane keeps
         real time, so scheduler backoff and node leases are unchanged."""
-        if seconds is not None and (isinstance(seconds, bool) or not isinstance(seconds, (int, float))
-                                    or seconds < 0):
-            raise GpuLabError(f"advance: seconds must be a non-negative number, not {seconds!r}")
+        seconds = args.check_seconds(seconds)
         step = seconds if seconds is not None else max(
             [a.time_to_last_timer() for a in self.agents], default=0.0)
         for agent in self.agents:
@@ -409,12 +415,14 @@ class LocalSession(Session):
 
     def kill_plugin(self, node: str) -> None:
         """Kill the node's device-plugin process: the kubelet side zeroes allocatable."""
+        args.check_name(node, "kill_plugin")
         self._agent_for(node).kill_plugin(node)
         self._wait(lambda: self._gpu_allocatable(node) == 0, f"{node}'s GPUs to leave allocatable")
         self._changed()
 
     def restart_plugin(self, node: str) -> None:
         """Start the plugin again; it re-registers and the GPUs come back."""
+        args.check_name(node, "restart_plugin")
         self._agent_for(node).restart_plugin(node)
         self._wait(lambda: self._gpu_allocatable(node) > 0, f"{node}'s GPUs to return")
         self._changed()
