@@ -153,6 +153,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("drill", help="the interview question bank (export --json)", add_help=False)
     sub.add_parser("doctor", help="what this machine has, what is missing, and the fix", add_help=False)
     sub.add_parser("edition", help="render the lessons to static HTML (--out DIR)", add_help=False)
+    sub.add_parser("workshop", help="participant namespaces, GPU quotas, RBAC, kubeconfigs",
+                   add_help=False)
 
     cp = sub.add_parser("controlplane", help="build the real Kubernetes components from source")
     cp.add_argument("rest", nargs=argparse.REMAINDER, help="build [--components ...] [--force]")
@@ -202,9 +204,15 @@ def cmd_edition(args) -> int:
     return main(args.rest)
 
 
+def cmd_workshop(args) -> int:
+    from .workshop import main
+
+    return main(args.rest)
+
+
 # Subcommands whose own parser takes every argument after the name (``--help`` included).
 _PASSTHROUGH = {"device-plugin": cmd_device_plugin, "controlplane": cmd_controlplane, "mig": cmd_mig,
-                "doctor": cmd_doctor, "edition": cmd_edition,
+                "doctor": cmd_doctor, "edition": cmd_edition, "workshop": cmd_workshop,
                 "probe": cmd_probe, "inventory": cmd_inventory,
                 "labs": cmd_labs, "drill": cmd_drill}
 _LOCAL = ("up", "down", "status", "logs", "kubeconfig")

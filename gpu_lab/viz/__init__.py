@@ -18,6 +18,7 @@ from .mig import mig_layout, mig_profiles
 from .occupancy import occupancy
 from .scores import scores
 from .whatif import whatif
+from .workshop import workshop
 
 # Charts draw as inline SVG wherever a notebook shows them: no CDN, so they render offline.
 use_offline_renderer()
@@ -33,4 +34,5 @@ __all__ = [
     "save",
     "scores",
     "whatif",
+    "workshop",
 ]
