@@ -5,7 +5,7 @@ test suite:  python run_lessons.py OUT.json NOTEBOOK...
 
 Each notebook runs in its own kernel, with its folder as the working directory (as JupyterLab
 and nbval run it). After the last cell, one extra cell (not saved) asks the kernel for its
-peak resident set size (``getrusage(RUSAGE_SELF).ru_maxrss``, KiB on Linux): what the lesson
+peak resident set size (``VmHWM`` in ``/proc/self/status``, KiB): what the lesson
 cost the kernel process at its worst. Writes ``{name: {"peak_mib", "seconds", "gpu_lab",
 "error"}}`` to OUT.json; exits 1 when any notebook failed.
 """
@@ -20,10 +20,11 @@ from pathlib import Path
 import nbformat
 from nbclient import NotebookClient
 
+# VmHWM, the kernel's own peak: ru_maxrss would also count the parent's size at fork.
 PROBE = (
-    "import resource as _r, json as _j, gpu_lab as _g\n"
-    "print('GPU_LAB_PEAK ' + _j.dumps({'kib': _r.getrusage(_r.RUSAGE_SELF).ru_maxrss,"
-    " 'gpu_lab': _g.__file__}))"
+    "import json as _j, gpu_lab as _g\n"
+    "_kib = next(int(l.split()[1]) for l in open('/proc/self/status') if l.startswith('VmHWM:'))\n"
+    "print('GPU_LAB_PEAK ' + _j.dumps({'kib': _kib, 'gpu_lab': _g.__file__}))"
 )
 
 
