@@ -41,7 +41,11 @@ labs: setup
 test: lint
 	$(VENV)/bin/gpu-lab labs check
 	$(PY) -m pytest -q tests
-	$(PY) -m pytest -q --nbval-lax --nbval-current-env lessons
+	@# Lessons in a private gpu-lab home: lesson 05 starts the real control plane where it is
+	@# built, and a test run must not leave a lab running in yours.
+	@home=$$(mktemp -d); echo "$(PY) -m pytest -q --nbval-lax --nbval-current-env lessons"; \
+	GPU_LAB_HOME=$$home $(PY) -m pytest -q --nbval-lax --nbval-current-env lessons; rc=$$?; \
+	GPU_LAB_HOME=$$home $(VENV)/bin/gpu-lab down --purge >/dev/null 2>&1; rm -rf $$home; exit $$rc
 
 bench: setup
 	$(VENV)/bin/gpu-lab bench --json | tee benchmarks/results/latest.json

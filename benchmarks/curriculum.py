@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -50,7 +52,12 @@ def run(path: Path, expect_stub: bool) -> dict:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json", type=Path, help="also write the figures here")
+    ap.add_argument("--with-local", action="store_true",
+                    help="let lesson 05 run its real-scheduler cell where the control plane is built "
+                         "(default: hidden, so the figures are the sim's, as on Binder)")
     args = ap.parse_args(argv)
+    if not args.with_local:  # the kernels inherit it: no control-plane binaries are found
+        os.environ["GPU_LAB_CACHE"] = tempfile.mkdtemp(prefix="gpu-lab-no-controlplane-")
     books = [(p, False) for d in ("lessons", "solutions") for p in sorted((ROOT / d).glob("[0-9]*.ipynb"))]
     books += [(p, True) for p in sorted((ROOT / "labs").glob("[0-9]*.ipynb"))]
     rows, t0 = [], time.perf_counter()
