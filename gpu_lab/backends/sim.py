@@ -1,15 +1,19 @@
-"""The embedded backend: our kube-scheduler model plus a tiny kubelet, on a clock.
+"""The embedded backend: our kube-scheduler model, a tiny kubelet and the controllers, on a clock.
 
 Pods are queued by priority then creation order, scheduled one cycle at a
 time, bound, given devices by their node's device manager, and (when they carry
 a ``gpulab.dev/duration`` annotation) finish after that long on a simulated
-clock, which frees their resources for whoever waits.
+clock, which frees their resources for whoever waits. Objects annotated
+``gpulab.dev/submit-at`` are created at that simulated time. The Job and
+ReplicaSet controllers (``sim/controllers``) create and replace their pods;
+rendezvous Jobs (``sim/training.py``) progress only while all workers run.
 """
 
 from __future__ import annotations
 
 import heapq
 import json
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -24,17 +28,24 @@ from ..deviceplugin.config import DevicePluginConfig, allocation_problem, parse_
 from ..deviceplugin.manager import DeviceAllocationError, DeviceManager
 from ..errors import GpuLabError
 from ..gpus.labels import gpu_uuids
+from ..gpus.pricing import node_price_per_hour, physical_gpus
 from ..gpus.reconfigure import reconfigure
 from ..model import arguments as args
-from ..model.duration import DURATION_ANNOTATION, parse_duration
+from ..model.duration import DURATION_ANNOTATION, SUBMIT_AT_ANNOTATION, parse_duration
 from ..model.nodepool import MIG_CONFIG_LABEL
 from ..model.objects import Node, Pod, is_extended_resource
 from ..model.parse import NameGenerator
 from ..model.scenario import load_documents, parse_scenario
+from ..sim.clock import EventQueue
+from ..sim.controllers.base import Controller
+from ..sim.controllers.job import JobController
+from ..sim.controllers.replicaset import ReplicaSetController
 from ..sim.explain import Explanation, build_explanation
 from ..sim.plugins.defaultpreemption import lower_priority_nominated
+from ..sim.recorder import Levels, Recorder
 from ..sim.scheduler import Attempt, Scheduler
 from ..sim.snapshot import Snapshot
+from ..sim.training import Rendezvous, rendezvous_settings
 from .base import Session, Source, collector_paused
 from .tables import NodeRow, PodRow
 
@@ -66,6 +77,14 @@ def _admission_needs(snap: Snapshot, pod: Pod) -> list[tuple[int, int]]:
     return got
 
 
+def _duration(pod: Pod) -> float | None:
+    """Seconds the pod runs (``gpulab.dev/duration``), or None: it runs until stopped."""
+    if "duration" not in pod.memo:
+        text = pod.annotations.get(DURATION_ANNOTATION)
+        pod.memo["duration"] = parse_duration(text) if text else None
+    return pod.memo["duration"]
+
+
 def _device_requests(pod: Pod) -> tuple[tuple[str, str, int], ...]:
     """(container, resource, count) for every extended resource a container asks for:
     the only ones a device plugin can serve."""
@@ -75,6 +94,39 @@ def _device_requests(pod: Pod) -> tuple[tuple[str, str, int], ...]:
                     if v > 0 and is_extended_resource(r))
         pod.memo["device_requests"] = got
     return got
+
+
+def _gpus(pod: Pod) -> int:
+    """NVIDIA devices the pod holds once running (whole GPUs, MIG instances, shared replicas)."""
+    got = pod.memo.get("gpus")
+    if got is None:
+        got = pod.memo["gpus"] = sum(v for r, v in pod.requests.items() if r.startswith("nvidia.com/"))
+    return got
+
+
+def _seconds(t: float | None) -> float:
+    return math.nan if t is None else t
+
+
+def _template_gpus(template: dict) -> int:
+    from ..model.quantity import parse_quantity, value
+
+    total = 0
+    for c in template["spec"].get("containers") or []:
+        limits = (c.get("resources") or {}).get("limits") or {}
+        requests = {**limits, **((c.get("resources") or {}).get("requests") or {})}
+        total += sum(value(parse_quantity(v)) for r, v in requests.items() if r.startswith("nvidia.com/"))
+    return total
+
+
+TIMELINE_COLUMNS = ["namespace", "pod", "owner_kind", "owner", "node", "pool", "gpus", "phase", "reason",
+                    "created_at", "started_at", "finished_at", "stranded_s"]
+JOB_COLUMNS = ["namespace", "name", "state", "queue", "gpus", "succeeded", "failed", "reason",
+               "admitted_at", "started_at", "finished_at"]
+
+# advance() with no limit stops here even if something keeps waking (e.g. a retry loop)
+HORIZON_S = 366 * 24 * 3600.0
+WORKLOAD_TIMELINE = ("Job", "ReplicaSet")
 
 
 @dataclass
@@ -92,6 +144,40 @@ class PodRecord:
     attempts: int = 0
     attempt: Attempt | None = None
     unschedulable_plugins: set[str] = field(default_factory=set)
+    created_at: float = 0.0
+    owner: Controller | None = None  # the controller that manages the pod
+    owner_key: str | None = None
+    finish_token: int = 0  # invalidates a scheduled end when the run is paused
+
+
+class _Cluster:
+    """The session as its controllers see it (``sim.controllers.base.Cluster``)."""
+
+    def __init__(self, session: SimSession) -> None:
+        self._s = session
+        self.names = session._names
+
+    @property
+    def now(self) -> float:
+        return self._s._clock
+
+    def create_pod(self, pod: Pod) -> None:
+        self._s._add_pod(pod)
+
+    def remove_pod(self, key: str) -> None:
+        rec = self._s._records.get(key)
+        if rec is not None:
+            self._s._remove(rec)
+
+    def wake_at(self, at: float, controller: Controller, key: str) -> None:
+        self._s._timeline.push(at, "wake", (controller, key))
+
+    def next_created(self) -> int:
+        self._s._created += 1
+        return self._s._created - 1
+
+    def priority_classes(self) -> dict[str, dict]:
+        return self._s._priority_classes
 
 
 class SimSession(Session):
@@ -115,8 +201,7 @@ class SimSession(Session):
         self._scheduler_config_raw: dict | None = None
         self._namespaces: set[str] = {"default", "kube-system"}
         self._created = 0
-        self._events: list[tuple[float, int, str]] = []
-        self._event_seq = 0
+        self._timeline = EventQueue()
         self._snapshot = Snapshot()
         self._devices: dict[str, DeviceManager] = {}
         self._plugin_configs: dict[str, DevicePluginConfig] = {}
@@ -124,6 +209,18 @@ class SimSession(Session):
         self._scheduler = Scheduler.from_config(None, self._snapshot, self.seed, self.deterministic, self.record)
         # generateName as the API server does it: random, retried on collision, from the seed
         self._names = NameGenerator(self.seed, taken=lambda ns, name: f"{ns}/{name}" in self._records)
+        self._queue: dict[str, PodRecord] = {}  # pending, unbound pods
+        self._gone: list[PodRecord] = []  # deleted pods, for the timeline
+        self._gpus_allocated = 0
+        self._fleet: tuple[int, int, float] | None = None  # gpu nodes, GPUs, $/h (cached)
+        cluster = _Cluster(self)
+        self._jobs = JobController(cluster)
+        self._replicasets = ReplicaSetController(cluster)
+        self._controllers: list[Controller] = [self._jobs, self._replicasets]
+        self._rendezvous = Rendezvous(self._finish_at, self._cancel_finish, self._fail_pod,
+                                      lambda at, job: self._timeline.push(at, "rendezvous", job))
+        self._rendezvous_jobs: dict[str, float | None] = {}  # job key -> work seconds (None: forever)
+        self._recorder = Recorder()
 
     # ------------------------------------------------------------- apply
     def apply(self, src: Source) -> list[str]:
@@ -147,6 +244,7 @@ class SimSession(Session):
         for p in sc.pods:
             if p.annotations.get(DURATION_ANNOTATION):
                 parse_duration(p.annotations[DURATION_ANNOTATION])
+        at_of, rendezvous = self._plan(sc)
 
         refs: list[str] = []
         self._priority_classes.update(sc.priority_classes)
@@ -164,14 +262,93 @@ class SimSession(Session):
                 self._devices[n.name] = self._device_manager(n)
             self._snapshot.set_nodes(self._nodes.values())
             refs += [f"node/{n.name}" for n in sc.nodes]
+            self._fleet = None
         self._created = max([self._created] + [p.created + 1 for p in sc.pods])
+        self._rendezvous_jobs.update(rendezvous)
+        for key, (size, work, timeout) in rendezvous.items():
+            self._rendezvous.register(key, size, work, timeout)
+        later: dict[tuple[float, int], tuple[dict | None, list[Pod]]] = {}
+        by_key = {p.key: p for p in sc.pods}
+        for i, record in enumerate(sc.workloads):
+            at = at_of[("workload", i)]
+            pods = [by_key[f"{record['namespace']}/{n}"] for n in record["pods"]]
+            if at > self._clock:
+                later[(at, len(later))] = (record, pods)
+            else:
+                self._add_workload(record, pods)
         for p in sc.pods:
-            rec = PodRecord(p)
-            self._records[p.key] = rec
             refs.append(f"pod/{p.key}")
-            if p.node_name:
-                self._admit_direct(rec)
+            at = at_of.get(p.key)
+            if at is None:
+                continue  # a workload's pod: created with its workload
+            if at > self._clock:
+                later[(at, len(later))] = (None, [p])
+            else:
+                self._add_pod(p)
+        for (at, _), item in sorted(later.items(), key=lambda kv: kv[0]):
+            self._timeline.push(at, "submit", item)
         return refs
+
+    def _plan(self, sc) -> tuple[dict, dict[str, tuple[int, float | None, float | None]]]:
+        """When each object is created (``gpulab.dev/submit-at``) and which Jobs are rendezvous
+        Jobs (size, seconds of work, timeout): checked before anything is applied."""
+        at_of: dict = {}
+        owned: set[str] = set()
+        rendezvous = {}
+        for i, record in enumerate(sc.workloads):
+            ann = (record["raw"].get("metadata") or {}).get("annotations") or {}
+            at_of[("workload", i)] = self._submit_time(ann)
+            owned.update(f"{record['namespace']}/{n}" for n in record["pods"])
+            if record["kind"] == "Job":
+                is_rendezvous, timeout = rendezvous_settings(record)
+                if is_rendezvous:
+                    work = (record["template"]["metadata"].get("annotations") or {}).get(DURATION_ANNOTATION)
+                    rendezvous[f"{record['namespace']}/{record['name']}"] = (
+                        record["parallelism"], parse_duration(work) if work else None, timeout)
+        for p in sc.pods:
+            if p.key not in owned:
+                at_of[p.key] = self._submit_time(p.annotations)
+        return at_of, rendezvous
+
+    @staticmethod
+    def _submit_time(annotations: dict) -> float:
+        text = annotations.get(SUBMIT_AT_ANNOTATION)
+        return 0.0 if text is None else parse_duration(text, SUBMIT_AT_ANNOTATION)
+
+    def _add_workload(self, record: dict, pods: list[Pod]) -> None:
+        if record["kind"] == "Job":
+            self._jobs.add(record, pods)
+        else:
+            self._replicasets.add(record, pods)
+        for p in pods:
+            self._add_pod(p)
+
+    def _submit(self, items: list[tuple[dict | None, list[Pod]]]) -> None:
+        """Objects whose ``gpulab.dev/submit-at`` has come: created now, queued after earlier
+        ones, in the order they were applied."""
+        for _, pods in items:
+            for p in pods:
+                p.created = self._created
+                self._created += 1
+        for record, pods in items:
+            if record is not None:
+                self._add_workload(record, pods)
+            else:
+                for p in pods:
+                    self._add_pod(p)
+
+    def _add_pod(self, pod: Pod) -> None:
+        rec = PodRecord(pod, created_at=self._clock)
+        for c in self._controllers:
+            key = c.owns(pod)
+            if key is not None:
+                rec.owner, rec.owner_key = c, key
+                break
+        self._records[pod.key] = rec
+        if pod.node_name:
+            self._admit_direct(rec)
+        else:
+            self._queue[pod.key] = rec
 
     def _admit_direct(self, rec: PodRecord) -> None:
         """spec.nodeName skips the scheduler; the kubelet's admission still checks fit."""
@@ -183,15 +360,30 @@ class SimSession(Session):
     def _reject(self, rec: PodRecord, node: str, reason: str, message: str) -> None:
         rec.node, rec.phase, rec.reason, rec.message = node, "Failed", reason, message
         self._scheduler.forget_nomination(rec.pod)
+        self._queue.pop(rec.pod.key, None)
+        rec.end_time = self._clock
+        self._notify(rec, "Failed", reason)
 
     # ---------------------------------------------------------- schedule
     def _pending(self) -> list[PodRecord]:
-        return [r for r in self._records.values() if r.phase == "Pending" and r.node is None
+        return [r for r in self._queue.values() if r.phase == "Pending" and r.node is None
                 and not r.pod.node_name and not r.pod.raw.get("spec", {}).get("schedulingGates")]
 
     def schedule(self) -> pd.DataFrame:
-        self._run_queue()
+        self._settle()
+        self._observe()
         return self.pods()
+
+    def _settle(self) -> None:
+        """Schedule, let the controllers react (replacements, new pods), repeat until quiet:
+        what a real cluster does within seconds of a change, at one instant of the clock."""
+        for _ in range(100_000):
+            self._run_queue()
+            changed = False
+            for c in self._controllers:
+                changed = c.sync() or changed
+            if not changed:
+                return
 
     def _run_queue(self) -> None:
         with collector_paused():
@@ -289,10 +481,49 @@ class SimSession(Session):
             rec.devices = dm.pod_devices(pod.key)
             rec.container_devices = dm.allocations(pod.key)
         rec.start_time = self._clock
-        dur = pod.annotations.get(DURATION_ANNOTATION)
-        if dur:
-            self._event_seq += 1
-            heapq.heappush(self._events, (self._clock + parse_duration(dur), self._event_seq, pod.key))
+        self._queue.pop(pod.key, None)
+        self._gpus_allocated += _gpus(pod)
+        if rec.owner is self._jobs:
+            self._jobs.pod_started(rec.owner_key)
+            if rec.owner_key in self._rendezvous_jobs:
+                self._rendezvous.pod_started(rec.owner_key, pod.key, _gpus(pod), self._clock)
+                return
+        seconds = _duration(pod)
+        if seconds is not None:
+            self._finish_at(pod.key, self._clock + seconds)
+
+    def _finish_at(self, key: str, at: float) -> None:
+        rec = self._records[key]
+        rec.finish_token += 1
+        self._timeline.push(at, "finish", (key, rec.finish_token))
+
+    def _cancel_finish(self, key: str) -> None:
+        self._records[key].finish_token += 1
+
+    def _fail_pod(self, key: str, reason: str, message: str) -> None:
+        rec = self._records.get(key)
+        if rec is not None and rec.phase in ("Pending", "Running"):
+            self._end(rec, "Failed", reason, message)
+
+    def _notify(self, rec: PodRecord, phase: str, reason: str) -> None:
+        if rec.owner is not None:
+            rec.owner.pod_finished(rec.owner_key, rec.pod.key, phase, reason)
+
+    def _end(self, rec: PodRecord, phase: str, reason: str, message: str = "") -> None:
+        """A pod stops: its resources are freed and its controller is told."""
+        self._release(rec)
+        rec.phase, rec.reason, rec.message = phase, reason, message
+        self._notify(rec, phase, reason)
+
+    def _remove(self, rec: PodRecord) -> None:
+        """A pod is deleted (by a user or a controller): freed, forgotten, its controller told."""
+        self._release(rec)
+        del self._records[rec.pod.key]
+        self._scheduler.forget_nomination(rec.pod)
+        self._notify(rec, "", "")
+        if rec.phase in ("Pending", "Running"):
+            rec.phase, rec.reason = "Failed", "Deleted"
+        self._gone.append(rec)
 
     def _plugin_config(self, node: str) -> DevicePluginConfig:
         """The node's NVIDIA device-plugin config (NodePool spec.devicePlugin; defaults otherwise)."""
@@ -312,13 +543,16 @@ class SimSession(Session):
         if rec.node is not None and rec.pod.key in self._snapshot.pod_node:
             self._snapshot.remove_pod(rec.pod)
             self._devices[rec.node].release(rec.pod.key)
-        rec.end_time = self._clock
+            self._gpus_allocated -= _gpus(rec.pod)
+            if rec.owner_key in self._rendezvous_jobs and rec.owner is self._jobs:
+                self._rendezvous.pod_stopped(rec.owner_key, rec.pod.key, self._clock)
+        self._queue.pop(rec.pod.key, None)
+        if rec.end_time is None or rec.phase in ("Pending", "Running"):
+            rec.end_time = self._clock
 
     def _evict(self, victim: Pod, preemptor: Pod) -> None:
         rec = self._records[victim.key]
-        self._release(rec)
-        rec.phase, rec.reason = "Failed", "PreemptionByScheduler"
-        rec.message = PREEMPTED_MESSAGE.format(preemptor.scheduler_name)
+        self._end(rec, "Failed", "PreemptionByScheduler", PREEMPTED_MESSAGE.format(preemptor.scheduler_name))
 
     # -------------------------------------------------------------- time
     def advance(self, seconds: float | None = None) -> pd.DataFrame:
@@ -327,25 +561,61 @@ class SimSession(Session):
         ``seconds=None`` runs until no timed pod is left running.
         """
         seconds = args.check_seconds(seconds)
-        target = float("inf") if seconds is None else self._clock + seconds
-        self._run_queue()
-        while self._events and self._events[0][0] <= target:
-            t, _, key = heapq.heappop(self._events)
-            self._clock = t
-            rec = self._records.get(key)
-            if rec is None or rec.phase != "Running":
-                continue
-            self._release(rec)
-            rec.phase, rec.reason = "Succeeded", "Completed"
-            self._run_queue()
+        target = self._clock + (HORIZON_S if seconds is None else seconds)
+        self._settle()
+        self._observe()
+        while (t := self._timeline.next_at()) is not None and t <= target:
+            self._clock = max(self._clock, t)
+            submitted: list = []
+            while (t := self._timeline.next_at()) is not None and t <= self._clock:
+                ev = self._timeline.pop()
+                if ev.kind == "submit":
+                    submitted.append(ev.payload)
+                else:
+                    self._handle(ev)
+            if submitted:
+                self._submit(submitted)
+            self._settle()
+            self._observe()
         if seconds is not None:
             self._clock = target
         for name in self._nodes:  # grace periods may have run out
             n, dm = self._nodes[name], self._devices[name]
             if dm.capacity() != {r: n.capacity.get(r) for r in dm.capacity()}:
                 self._sync_device_status(name)
-        self._run_queue()
+        self._settle()
+        self._observe()
         return self.pods()
+
+    def _handle(self, ev) -> None:
+        if ev.kind == "finish":
+            key, token = ev.payload
+            rec = self._records.get(key)
+            if rec is not None and rec.phase == "Running" and rec.finish_token == token:
+                self._end(rec, "Succeeded", "Completed")
+        elif ev.kind == "wake":
+            controller, key = ev.payload
+            controller.wake(key)
+        elif ev.kind == "rendezvous":
+            self._rendezvous.wake(ev.payload, self._clock)
+
+    def _observe(self) -> None:
+        self._recorder.observe(self._clock, self._levels())
+
+    def _levels(self) -> Levels:
+        if self._fleet is None:
+            gpu_nodes = gpus = 0
+            dollars = 0.0
+            for n in self._nodes.values():
+                g = physical_gpus(n.labels, n.capacity)
+                if g or any(r.startswith("nvidia.com/") and v for r, v in n.capacity.items()):
+                    gpu_nodes += 1
+                gpus += g
+                dollars += node_price_per_hour(n.labels, n.capacity, n.raw.get("nodePool")) or 0.0
+            self._fleet = (gpu_nodes, gpus, dollars)
+        gpu_nodes, gpus, dollars = self._fleet
+        return Levels(len(self._nodes), gpu_nodes, gpus, self._gpus_allocated,
+                      self._rendezvous.stranded_gpus, len(self._queue), round(dollars, 4))
 
     def label_node(self, node: str, labels: dict[str, str | None], *, evict: bool = False) -> list[str]:
         """``kubectl label node``: set (or, with None, remove) labels; returns evicted pods.
@@ -369,10 +639,8 @@ class SimSession(Session):
             if result.state == "failed":
                 raise GpuLabError(f'node "{node}": nvidia.com/mig.config={wanted}: {result.message}')
             for key in result.evicted:
-                rec = self._records[key]
-                self._release(rec)
-                rec.phase, rec.reason = "Failed", "Evicted"
-                rec.message = f"evicted from {node} to apply nvidia.com/mig.config={wanted}"
+                self._end(self._records[key], "Failed", "Evicted",
+                          f"evicted from {node} to apply nvidia.com/mig.config={wanted}")
                 evicted.append(key)
             current = result.node
             self._devices[node] = self._device_manager(current)
@@ -388,7 +656,8 @@ class SimSession(Session):
         current.labels = new_labels
         self._nodes[node] = current
         self._snapshot.set_nodes(self._nodes.values())
-        self._run_queue()
+        self._fleet = None
+        self._settle()
         return evicted
 
     def _device_manager(self, node: Node) -> DeviceManager:
@@ -414,7 +683,7 @@ class SimSession(Session):
         for resource in list(dm.devices):
             dm.endpoint_stopped(resource)
         self._sync_device_status(node)
-        self._run_queue()
+        self._settle()
 
     def restart_plugin(self, node: str) -> None:
         """The plugin comes back and re-registers: capacity and allocatable are restored."""
@@ -426,7 +695,7 @@ class SimSession(Session):
             dm.register(resource, None)
             dm.update_devices(resource, ids)
         self._sync_device_status(node)
-        self._run_queue()
+        self._settle()
 
     def cordon(self, node: str, unschedulable: bool = True) -> None:
         """``kubectl cordon``: no new pods land on the node (``uncordon`` with False)."""
@@ -436,15 +705,12 @@ class SimSession(Session):
             raise GpuLabError(f'nodes "{node}" not found')
         self._nodes[node].unschedulable = unschedulable
         self._snapshot.touch_nodes()
-        self._run_queue()
+        self._settle()
 
     def delete(self, pod: str) -> None:
         """Delete a pod (``namespace/name`` or ``name`` in default); waiting pods get another try."""
-        rec = self._record(pod)
-        self._release(rec)
-        del self._records[rec.pod.key]
-        self._scheduler.forget_nomination(rec.pod)
-        self._run_queue()
+        self._remove(self._record(pod))
+        self._settle()
 
     # ----------------------------------------------------------- reading
     def _record(self, pod: str, call: str = "delete") -> PodRecord:
@@ -473,6 +739,43 @@ class SimSession(Session):
         if rec.phase != "Pending" and rec.phase != "Running":
             exp.notes.append(f"phase {rec.phase}: {rec.message}")
         return exp
+
+    def timeline(self) -> pd.DataFrame:
+        """One row per pod ever created, with when it was created, started and finished
+        (seconds on the simulated clock) and how long it held GPUs idle in a rendezvous."""
+        rows = []
+        now = self._clock
+        for r in [*self._records.values(), *self._gone]:
+            p = r.pod
+            owner = p.owner_name if p.owner_kind in WORKLOAD_TIMELINE else None
+            stranded = (self._rendezvous.stranded_now(r.owner_key, p.key, now)
+                        if r.owner_key in self._rendezvous_jobs else 0.0)
+            node = self._nodes.get(r.node) if r.node else None
+            rows.append({"namespace": p.namespace, "pod": p.name,
+                         "owner_kind": p.owner_kind if owner else None, "owner": owner,
+                         "node": r.node, "pool": node.pool if node else None, "gpus": _gpus(p),
+                         "phase": r.phase, "reason": r.reason, "created_at": r.created_at,
+                         "started_at": r.start_time if r.start_time is not None else math.nan,
+                         "finished_at": (r.end_time if r.end_time is not None and r.phase not in
+                                         ("Pending", "Running") else math.nan),
+                         "stranded_s": stranded})
+        return pd.DataFrame(rows, columns=TIMELINE_COLUMNS)
+
+    def jobs(self) -> pd.DataFrame:
+        """One row per Job: its state (Complete, Running, Pending, Suspended, Failed), its
+        queue, the GPUs it asks for, and when it was admitted, started and finished."""
+        rows = []
+        for job in self._jobs.jobs.values():
+            r = job.record
+            proto = r.get("prototype")
+            per_pod = _gpus(proto) if proto is not None else _template_gpus(r["template"])
+            rows.append({"namespace": r["namespace"], "name": r["name"], "state": job.state(),
+                         "queue": job.queue, "gpus": per_pod * r["parallelism"],
+                         "succeeded": job.succeeded, "failed": job.failed,
+                         "reason": job.condition[0] if job.condition else "",
+                         "admitted_at": _seconds(job.admitted_at), "started_at": _seconds(job.started_at),
+                         "finished_at": _seconds(job.finished_at)})
+        return pd.DataFrame(rows, columns=JOB_COLUMNS)
 
     def _pod_rows(self) -> list[PodRow]:
         return [PodRow(r.pod.namespace, r.pod.name, r.node, r.phase, r.pod.priority, dict(r.pod.requests),

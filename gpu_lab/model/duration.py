@@ -7,14 +7,16 @@ import re
 from ..errors import GpuLabError
 
 DURATION_ANNOTATION = "gpulab.dev/duration"
+SUBMIT_AT_ANNOTATION = "gpulab.dev/submit-at"  # created at this simulated time
 
 
-def parse_duration(text: str) -> float:
-    """Go-style durations ("90s", "5m", "1h30m", "1.5h"), as the simulator reads them."""
+def parse_duration(text: str, what: str = f"annotation {DURATION_ANNOTATION}") -> float:
+    """Go-style durations ("90s", "5m", "1h30m", "1.5h"), as the simulator reads them.
+    ``what`` names the field in the error (an annotation name is prefixed "annotation ")."""
     parts = re.findall(r"(\d+(?:\.\d+)?)(ms|s|m|h)", str(text).strip())
     if not parts or "".join(n + u for n, u in parts) != str(text).strip():
-        raise GpuLabError(
-            f'annotation {DURATION_ANNOTATION}: invalid duration "{text}" (use e.g. 90s, 5m, 1h30m)'
-        )
+        if "/" in what and not what.startswith("annotation "):
+            what = f"annotation {what}"
+        raise GpuLabError(f'{what}: invalid duration "{text}" (use e.g. 90s, 5m, 1h30m)')
     scale = {"ms": 0.001, "s": 1, "m": 60, "h": 3600}
     return sum(float(n) * scale[u] for n, u in parts)

@@ -122,6 +122,7 @@ def _replicated(raw, meta, spec, uid, classes, first, names, max_pods):
     prefix = owner["name"] + "-"
     pods = _replicas(template, replicas, names, prefix, ns, owner, classes, first)
     record["pods"] = [p.name for p in pods]
+    record.update(template=template, owner=owner, prefix=prefix, prototype=pods[0] if pods else None)
     return record, pods
 
 
@@ -170,6 +171,7 @@ def _job(raw, meta, spec, uid, classes, first, names, max_pods):
             errs.append(v.invalid("spec.selector", v.selector_value(selector), "`selector` not auto-generated"))
     errs += _nonnegative(parallelism, "spec.parallelism")
     errs += _nonnegative(completions, "spec.completions", optional=True)
+    errs += _nonnegative(spec.get("backoffLimit"), "spec.backoffLimit", optional=True)
     if mode not in ("NonIndexed", "Indexed"):
         errs.append(v.not_supported("spec.completionMode", mode, ["NonIndexed", "Indexed"]))
     elif mode == "Indexed" and completions is None:
@@ -207,10 +209,35 @@ def _job(raw, meta, spec, uid, classes, first, names, max_pods):
             t["spec"].setdefault("hostname", f"{name}-{i}")
             prefix = f"{name}-{i}-"
         pods.append(_pod(t, names.generate(ns, prefix), ns, owner, classes, first + i))
+    backoff = spec.get("backoffLimit")
     record = {"kind": "Job", "namespace": ns, "name": name, "uid": uid, "selector": selector,
               "parallelism": parallelism, "completions": completions, "completion_mode": mode,
-              "suspend": suspend, "pods": [p.name for p in pods]}
+              "suspend": suspend, "pods": [p.name for p in pods],
+              # what the Job controller needs to make more pods later
+              "template": template, "owner": owner, "prefix": f"{name}-",
+              "backoff_limit": 6 if backoff is None else backoff,  # the batch/v1 default
+              "prototype": pods[0] if pods and mode != "Indexed" else None}
     return record, pods
+
+
+def controller_pod(record: dict, names: NameGenerator, created: int, classes: dict[str, dict],
+                   index: int | None = None) -> Pod:
+    """One more pod from a workload's template, as its controller creates it (a replacement,
+    or a pod of a Job that was suspended): a fresh generated name, the next creation order."""
+    ns = record["namespace"]
+    if index is None and record.get("prototype") is not None:
+        return _renamed(record["prototype"], names.generate(ns, record["prefix"]), created)
+    t = copy.deepcopy(record["template"])
+    prefix = record["prefix"]
+    if index is not None:
+        t["metadata"].setdefault("annotations", {})[COMPLETION_INDEX] = str(index)
+        t["metadata"].setdefault("labels", {})[COMPLETION_INDEX] = str(index)
+        t["spec"].setdefault("hostname", f"{record['name']}-{index}")
+        prefix = f"{record['name']}-{index}-"
+    pod = _pod(t, names.generate(ns, prefix), ns, record["owner"], classes, created)
+    if index is None:
+        record["prototype"] = pod
+    return pod
 
 
 # ------------------------------------------------------------------ helpers

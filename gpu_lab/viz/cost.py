@@ -2,34 +2,20 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import altair as alt
 import pandas as pd
 
 from ..errors import GpuLabError
-from ..gpus import get_model
+from ..gpus.pricing import model_of_product
 from ._common import active_pods, capacity, gpu_resources, make_title, sessions
 
 COLUMNS = ["option", "nodes", "gpus", "gpus_used", "dollars_per_month"]
 GPU_COUNT_LABEL = "nvidia.com/gpu.count"
 
 
-def _model(product: Any) -> Any:
-    """The catalog model of an ``nvidia.com/gpu.product`` value, or None when unknown.
-
-    GFD appends ``-SHARED`` (time-slicing) or ``-MIG-<profile>`` (single strategy)
-    to the product; the price is the physical GPU's.
-    """
-    if not isinstance(product, str) or not product:
-        return None
-    name = re.sub(r"-MIG-.*$", "", product)
-    name = re.sub(r"-SHARED$", "", name)
-    try:
-        return get_model(name)
-    except GpuLabError:
-        return None
+_model = model_of_product
 
 
 def _physical_gpus(lab: Any, node: str, fallback: int, plain: bool) -> int:

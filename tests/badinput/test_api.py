@@ -128,10 +128,11 @@ def test_names_already_in_the_session_are_not_reused():
     lab = gpu_lab.connect("sim", seed=0)
     lab.apply([deployment(3)])
     taken = list(lab.pods()["name"])
-    lab.delete(taken[0])
+    lab.delete(taken[0])  # the ReplicaSet controller replaces it under a new name
+    assert taken[0] not in set(lab.pods()["name"]) and len(lab.pods()) == 3
     lab.apply([deployment(3, "other")])  # other prefixes never collide, and the same one retries
     pods = lab.pods()
-    assert len(set(pods["name"])) == len(pods) == 5
+    assert len(set(pods["name"])) == len(pods) == 6
 
 
 def test_a_failed_apply_leaves_the_names_as_they_were():
