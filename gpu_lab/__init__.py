@@ -20,6 +20,7 @@ if _typing.TYPE_CHECKING:
     from .backends.description import NodeDescription
     from .model.scenario import Scenario, load_scenario
     from .sim.explain import Explanation
+    from .sim.simulation import Simulation, simulate
 
 # Heavier parts (pandas, numpy) load on first use, so small entry points such as the
 # device-plugin process start fast.
@@ -30,6 +31,8 @@ _LAZY = {
     "Scenario": ("model.scenario", "Scenario"),
     "load_scenario": ("model.scenario", "load_scenario"),
     "Explanation": ("sim.explain", "Explanation"),
+    "simulate": ("sim.simulation", "simulate"),
+    "Simulation": ("sim.simulation", "Simulation"),
 }
 
 
@@ -71,6 +74,7 @@ __all__ = [
     "NotSupported",
     "Scenario",
     "Session",
+    "Simulation",
     "__version__",
     "backend_available",
     "charts",
@@ -79,6 +83,7 @@ __all__ = [
     "gpus",
     "labs",
     "load_scenario",
+    "simulate",
     "visible_devices_env",
 ]
 

@@ -72,6 +72,22 @@ def cmd_explain(args) -> int:
     return 0
 
 
+def cmd_simulate(args) -> int:
+    from .sim.simulation import simulate
+
+    result = simulate(args.scenario, until=args.until, backend=args.backend, seed=args.seed)
+    if args.json:
+        print(json.dumps(result.to_dict(), indent=2, default=str))
+        return 0
+    print(result)
+    if not result.jobs.empty:
+        jobs = result.jobs.copy()
+        for col in ("admitted_at", "started_at", "finished_at"):
+            jobs[col] = jobs[col].map(lambda v: "-" if v != v else f"{v:g}")
+        print(_table(jobs, ["namespace", "name", "state", "gpus", "admitted_at", "started_at", "finished_at"]))
+    return 0
+
+
 def cmd_bench(args) -> int:
     from .bench import main
 
@@ -120,6 +136,14 @@ def build_parser() -> argparse.ArgumentParser:
     common(ex)
     ex.add_argument("pod", help="NAMESPACE/POD")
     ex.set_defaults(func=cmd_explain)
+
+    sim = sub.add_parser("simulate", help="run a scenario on the simulated clock: jobs, GPU-hours, cost")
+    sim.add_argument("scenario", help="multi-document YAML (gpulab.dev/submit-at, gpulab.dev/duration)")
+    sim.add_argument("--until", default="24h", help="how long to run the clock (Go duration, default 24h)")
+    sim.add_argument("--backend", default="sim", help="sim (the only backend with a simulated clock)")
+    sim.add_argument("--seed", type=int, default=0, help="seed for the random tie-break (default 0)")
+    sim.add_argument("--json", action="store_true", help="jobs, metrics and the series as JSON")
+    sim.set_defaults(func=cmd_simulate)
 
     b = sub.add_parser("bench", help="scheduling throughput of the embedded scheduler")
     b.add_argument("--nodes", type=int, default=1000)

@@ -7,8 +7,8 @@ import pytest
 import gpu_lab
 
 EXPECTED = {"BACKENDS", "Explanation", "GpuLabError", "InvalidObject", "NodeDescription",
-            "NotSupported", "Scenario", "Session", "__version__", "backend_available", "charts",
-            "connect", "drill", "gpus", "labs", "load_scenario", "visible_devices_env"}
+            "NotSupported", "Scenario", "Session", "Simulation", "__version__", "backend_available", "charts",
+            "connect", "drill", "gpus", "labs", "load_scenario", "simulate", "visible_devices_env"}
 NAMESPACES = ("gpus", "charts", "labs", "drill")
 
 

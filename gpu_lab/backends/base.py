@@ -23,7 +23,8 @@ from .description import NodeDescription, describe
 from .tables import NodeRow, PodRow, document, nodes_frame, pods_frame
 
 CONTRACT = ("apply", "schedule", "pods", "nodes", "explain", "reset", "describe_node", "kill_plugin",
-            "restart_plugin", "label_node", "cordon", "advance", "delete", "close", "to_dict", "now")
+            "restart_plugin", "label_node", "cordon", "advance", "delete", "close", "to_dict", "now",
+            "timeline", "jobs")
 
 Source = str | Path | dict | list
 
@@ -122,6 +123,16 @@ class Session(abc.ABC):
     def delete(self, pod: str) -> None:
         """Delete a pod (``namespace/name``, or ``name`` in default)."""
         raise self._unsupported("delete", "this backend cannot delete pods")
+
+    def timeline(self) -> pd.DataFrame:
+        """One row per pod ever created: owner, node, GPUs, phase, created/started/finished
+        times in seconds, and seconds it held GPUs idle waiting for a rendezvous."""
+        raise self._unsupported("timeline", "pod timelines are kept by the simulated clock only")
+
+    def jobs(self) -> pd.DataFrame:
+        """One row per Job: state (Complete, Running, Pending, Suspended, Failed), queue, GPUs,
+        and when it was admitted, started and finished."""
+        raise self._unsupported("jobs", "Job histories are kept by the simulated clock only")
 
     def close(self) -> None:  # noqa: B027 - a no-op is right where nothing is held
         """Release what the session holds (processes, connections); the cluster stays."""

@@ -560,7 +560,11 @@ class SimSession(Session):
 
         ``seconds=None`` runs until no timed pod is left running.
         """
-        seconds = args.check_seconds(seconds)
+        self._tick(args.check_seconds(seconds))
+        return self.pods()
+
+    def _tick(self, seconds: float | None) -> None:
+        """Run the clock ``seconds`` forward (None: until nothing is left to happen)."""
         target = self._clock + (HORIZON_S if seconds is None else seconds)
         self._settle()
         self._observe()
@@ -585,7 +589,6 @@ class SimSession(Session):
                 self._sync_device_status(name)
         self._settle()
         self._observe()
-        return self.pods()
 
     def _handle(self, ev) -> None:
         if ev.kind == "finish":
@@ -739,6 +742,15 @@ class SimSession(Session):
         if rec.phase != "Pending" and rec.phase != "Running":
             exp.notes.append(f"phase {rec.phase}: {rec.message}")
         return exp
+
+    def _run_for(self, seconds: float):
+        """Run the clock ``seconds`` (the window every total covers); the Simulation."""
+        from ..sim.simulation import Simulation, job_counts, makespan
+
+        self._tick(seconds)
+        jobs, timeline = self.jobs(), self.timeline()
+        metrics = {**self._recorder.totals(), "makespan_s": makespan(jobs, timeline), **job_counts(jobs)}
+        return Simulation(self.backend, seconds, jobs, timeline, self._recorder.series(), metrics)
 
     def timeline(self) -> pd.DataFrame:
         """One row per pod ever created, with when it was created, started and finished
