@@ -37,12 +37,13 @@ _LAZY = {
 
 
 # Public namespaces, each with its own ``__all__``: GPU facts (catalog, MIG, sharing
-# model), charts, lab checks and the interview drill.
+# model), charts, lab checks, the interview drill and GPU utilisation (DCGM's names).
 _NAMESPACES = {
     "gpus": "gpus",
     "charts": "viz",
     "labs": "curriculum.checks",
     "drill": "curriculum.drill",
+    "metrics": "metrics",
 }
 
 
@@ -83,6 +84,7 @@ __all__ = [
     "gpus",
     "labs",
     "load_scenario",
+    "metrics",
     "simulate",
     "visible_devices_env",
 ]

@@ -134,6 +134,11 @@ class Session(abc.ABC):
         and when it was admitted, started and finished."""
         raise self._unsupported("jobs", "Job histories are kept by the simulated clock only")
 
+    def _pod_manifests(self) -> dict[str, Any]:
+        """``{namespace/name: manifest or Pod}`` of the pods this session can show in full
+        (annotations, containers): what ``gpu_lab.metrics.gpu_uses`` reads."""
+        return {}
+
     def close(self) -> None:  # noqa: B027 - a no-op is right where nothing is held
         """Release what the session holds (processes, connections); the cluster stays."""
 

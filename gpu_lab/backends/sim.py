@@ -121,7 +121,7 @@ def _template_gpus(template: dict) -> int:
 
 TIMELINE_COLUMNS = ["namespace", "pod", "owner_kind", "owner", "node", "pool", "gpus", "phase", "reason",
                     "created_at", "started_at", "finished_at", "stranded_s"]
-JOB_COLUMNS = ["namespace", "name", "state", "queue", "gpus", "succeeded", "failed", "reason",
+JOB_COLUMNS = ["namespace", "name", "state", "queue", "gpus", "succeeded", "failed", "reason", "message",
                "admitted_at", "started_at", "finished_at"]
 
 # advance() with no limit stops here even if something keeps waking (e.g. a retry loop)
@@ -179,6 +179,27 @@ class _Cluster:
     def priority_classes(self) -> dict[str, dict]:
         return self._s._priority_classes
 
+    # ---- nodes (the autoscaler's part)
+    def nodes(self) -> dict[str, Node]:
+        return self._s._nodes
+
+    def pods_on(self, node: str) -> list[Pod]:
+        return [r.pod for r in self._s._records.values() if r.node == node and r.phase == "Running"]
+
+    def pending_pods(self) -> list[Pod]:
+        return [r.pod for r in self._s._pending()]
+
+    def add_node(self, node: Node) -> None:
+        self._s._add_nodes([node])
+
+    def remove_node(self, name: str, reason: str) -> list[str]:
+        """Drain and delete a node: its pods are evicted (their controllers replace them)."""
+        return self._s._remove_node(name, reason)
+
+    def fits_on(self, pod: Pod, node: Node) -> bool:
+        """Would the scheduler's filters accept ``pod`` on ``node`` if it were empty and joined now?"""
+        return self._s._fits_on_new(pod, node)
+
 
 class SimSession(Session):
     backend = "sim"
@@ -221,6 +242,7 @@ class SimSession(Session):
                                       lambda at, job: self._timeline.push(at, "rendezvous", job))
         self._rendezvous_jobs: dict[str, float | None] = {}  # job key -> work seconds (None: forever)
         self._recorder = Recorder()
+        self._fit_cache: dict = {}
 
     # ------------------------------------------------------------- apply
     def apply(self, src: Source) -> list[str]:
@@ -525,6 +547,41 @@ class SimSession(Session):
             rec.phase, rec.reason = "Failed", "Deleted"
         self._gone.append(rec)
 
+    def _add_nodes(self, nodes: list[Node]) -> None:
+        for n in nodes:
+            if n.name in self._nodes:
+                raise GpuLabError(f'nodes "{n.name}" already exists')
+            self._nodes[n.name] = n
+            self._devices[n.name] = self._device_manager(n)
+        self._snapshot.set_nodes(self._nodes.values())
+        self._fleet = None
+
+    def _remove_node(self, name: str, reason: str) -> list[str]:
+        evicted = []
+        for rec in list(self._records.values()):
+            if rec.node == name and rec.phase == "Running":
+                self._end(rec, "Failed", "Evicted", f"evicted: {reason}")
+                evicted.append(rec.pod.key)
+        del self._nodes[name]
+        self._devices.pop(name, None)
+        self._plugin_configs.pop(name, None)
+        self._snapshot.set_nodes(self._nodes.values())
+        self._fleet = None
+        return evicted
+
+    def _fits_on_new(self, pod: Pod, node: Node) -> bool:
+        """The scheduler's verdict for ``pod`` on a cluster holding only an empty ``node``
+        (what cluster-autoscaler asks of a node group's template node)."""
+        key = ("fits_on_new", node.pool, json.dumps(self._scheduler_config_raw, sort_keys=True, default=str))
+        cache = self._fit_cache.setdefault(key, {})
+        sig = id(pod.memo)  # pods of one template share their memo: one verdict per template
+        if sig not in cache:
+            snap = Snapshot()
+            snap.set_nodes([node])
+            sched = Scheduler.from_config(self._scheduler_config_raw, snap, self.seed, True, False)
+            cache[sig] = sched.schedule_one(pod).node is not None
+        return cache[sig]
+
     def _plugin_config(self, node: str) -> DevicePluginConfig:
         """The node's NVIDIA device-plugin config (NodePool spec.devicePlugin; defaults otherwise)."""
         cfg = self._plugin_configs.get(node)
@@ -752,6 +809,9 @@ class SimSession(Session):
         metrics = {**self._recorder.totals(), "makespan_s": makespan(jobs, timeline), **job_counts(jobs)}
         return Simulation(self.backend, seconds, jobs, timeline, self._recorder.series(), metrics)
 
+    def _pod_manifests(self) -> dict[str, Pod]:
+        return {k: r.pod for k, r in self._records.items() if r.phase == "Running"}
+
     def timeline(self) -> pd.DataFrame:
         """One row per pod ever created, with when it was created, started and finished
         (seconds on the simulated clock) and how long it held GPUs idle in a rendezvous."""
@@ -785,6 +845,7 @@ class SimSession(Session):
                          "queue": job.queue, "gpus": per_pod * r["parallelism"],
                          "succeeded": job.succeeded, "failed": job.failed,
                          "reason": job.condition[0] if job.condition else "",
+                         "message": job.condition[1] if job.condition else job.message,
                          "admitted_at": _seconds(job.admitted_at), "started_at": _seconds(job.started_at),
                          "finished_at": _seconds(job.finished_at)})
         return pd.DataFrame(rows, columns=JOB_COLUMNS)

@@ -10,6 +10,7 @@ Altair render charts as inline SVG (``export.offline_renderer``) for the same re
 
 from __future__ import annotations
 
+from .autoscaling import cost_comparison, nodes_over_time, run_costs
 from .contention import contention
 from .cost import cost, fleet_cost
 from .export import save, use_offline_renderer
@@ -17,6 +18,8 @@ from .fragmentation import fragmentation
 from .mig import mig_layout, mig_profiles
 from .occupancy import occupancy
 from .scores import scores
+from .timeline import timeline
+from .utilisation import utilisation
 from .whatif import whatif
 from .workshop import workshop
 
@@ -26,13 +29,18 @@ use_offline_renderer()
 __all__ = [
     "contention",
     "cost",
+    "cost_comparison",
     "fleet_cost",
     "fragmentation",
     "mig_layout",
     "mig_profiles",
+    "nodes_over_time",
     "occupancy",
+    "run_costs",
     "save",
     "scores",
+    "timeline",
+    "utilisation",
     "whatif",
     "workshop",
 ]

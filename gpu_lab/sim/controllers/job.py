@@ -46,6 +46,7 @@ class JobState:
     started_at: float | None = None  # first pod running
     finished_at: float | None = None
     queue: str | None = None  # Kueue LocalQueue (label kueue.x-k8s.io/queue-name)
+    message: str = ""  # why it waits (Kueue's condition message) while not admitted
 
     @property
     def key(self) -> str:
