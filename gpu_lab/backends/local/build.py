@@ -37,6 +37,8 @@ from gpu_lab.errors import GpuLabError
 DEFAULT_VERSION = "v1.37.2"
 KUBE_COMPONENTS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
 ALL = ("etcd", *KUBE_COMPONENTS)
+#: built only on request (``--with``), by their own module (:mod:`.kueuebuild`)
+ADDONS = ("kueue",)
 PACKAGES = {
     "etcd": "go.etcd.io/etcd/server/v3",
     "kube-apiserver": "k8s.io/kubernetes/cmd/kube-apiserver",
@@ -340,12 +342,16 @@ def _build_one(
     progress: Progress,
     jobs: int,
     heartbeat_s: float,
+    command: Callable[[Path], list[str]] | None = None,
+    package: str | None = None,
 ) -> Path:
+    """``command(output)``/``package``: the go build argv and the package for a component
+    outside :data:`PACKAGES` (Kueue, see :mod:`.kueuebuild`)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     final = out_dir / component
     tmp = out_dir / f".{component}.partial"
     log = out_dir / f"{component}.build.log"
-    cmd = go_build_command(component, tmp, version, jobs)
+    cmd = command(tmp) if command else go_build_command(component, tmp, version, jobs)
     started = time.monotonic()
     with open(log, "w") as fh:
         fh.write("# cwd: " + str(module_dir) + "\n# " + " ".join(cmd) + "\n")
@@ -383,7 +389,7 @@ def _build_one(
         component,
         {
             "version": want,
-            "package": PACKAGES[component],
+            "package": package or PACKAGES[component],
             "gomod_sha256": gomod_hash,
             "go": go_version(),
             "seconds": round(elapsed, 1),
@@ -600,6 +606,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--force", action="store_true", help="rebuild even if up to date")
     p.add_argument("--no-path", action="store_true", help="ignore matching binaries on PATH")
     p.add_argument("-p", "--jobs", type=int, default=JOBS, help="go build -p (default %(default)s)")
+    p.add_argument("--with", dest="addons", action="append", choices=ADDONS, default=[],
+                   help="also build an add-on: kueue (sigs.k8s.io/kueue's manager, see "
+                   "controlplane/kueue)")
     args = p.parse_args(argv)
     try:
         paths = build(
@@ -612,6 +621,13 @@ def main(argv: list[str] | None = None) -> int:
             jobs=args.jobs,
             progress=lambda msg: print(msg, flush=True),
         )
+        if "kueue" in args.addons:
+            from . import kueuebuild
+
+            paths["kueue"] = kueuebuild.build(
+                cache_dir=args.cache_dir, force=args.force, jobs=args.jobs,
+                progress=lambda msg: print(msg, flush=True),
+            ).binary
     except GpuLabError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

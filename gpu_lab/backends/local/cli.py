@@ -1,6 +1,8 @@
 """``gpu-lab up|down|status|logs|kubeconfig``: the local control plane from a shell.
 
     gpu-lab up [--name N]                 start (or repair) the lab; prints progress
+    gpu-lab up --with kueue [--kueue-pods-ready-timeout 5m]
+                                          also run real Kueue (built first if missing)
     gpu-lab down [--name N] [--purge]     stop every process (--purge: delete the lab too)
     gpu-lab status [--name N] [--json]    per component: state, pid, port
     gpu-lab logs COMPONENT [--name N] [--tail N]
@@ -45,6 +47,9 @@ def _kind(args):
 
 
 AGENT = agentproc.AGENT
+#: ``gpu-lab up --with kueue`` (see :mod:`.kueue`)
+KUEUE = "kueue"
+ADDONS = (KUEUE,)
 
 
 def _name_flag(lab: LocalCluster) -> str:
@@ -84,7 +89,18 @@ def cmd_up(args) -> int:
 
         if not load_scenario(args.scenario).nodes:
             raise GpuLabError(f"{args.scenario}: no Nodes or NodePools for the node agent to run")
+    addons = list(dict.fromkeys(getattr(args, "addons", None) or []))
+    kueue_settings = None
+    if getattr(args, "kueue_pods_ready_timeout", None) and "kueue" not in addons:
+        raise GpuLabError("gpu-lab up --kueue-pods-ready-timeout needs --with kueue")
+    if "kueue" in addons:  # bad settings are one line (exit 2) before anything starts
+        from .kueue import KueueSettings
+
+        timeout = args.kueue_pods_ready_timeout
+        kueue_settings = KueueSettings(pods_ready_timeout=timeout) if timeout else KueueSettings()
     if getattr(args, "backend", "local") == "kind":
+        if addons:
+            raise GpuLabError("gpu-lab up --with: only on the local backend")
         if not args.scenario:
             raise GpuLabError("gpu-lab up --backend kind needs --scenario FILE (the nodes to create)")
         _kind(args).up(args.scenario, progress=None if args.quiet else _progress)
@@ -94,6 +110,12 @@ def cmd_up(args) -> int:
         # with --scenario, the agent is started below (not the one recorded before)
         lab.up(progress=None if args.quiet else _progress, timeout=args.timeout,
                agents=not args.scenario)
+        if kueue_settings is not None:
+            from . import kueue
+
+            if args.kueue_pods_ready_timeout is None:  # keep what the lab runs Kueue with
+                kueue_settings = kueue.settings(lab) or kueue_settings
+            kueue.enable(lab, kueue_settings, progress=None if args.quiet else _progress)
         if args.scenario:
             start_agent(lab, args.scenario, progress=(lambda _m: None) if args.quiet else _progress)
     except KeyboardInterrupt:
@@ -159,6 +181,10 @@ def cmd_status(args) -> int:
 
 
 def _log_file(lab: LocalCluster, component: str) -> Path:
+    if component == KUEUE:
+        from . import kueue
+
+        return kueue.log_path(lab)
     if component == AGENT:
         return agentproc.log_path(lab)
     if component.startswith(PLUGIN_PREFIX):
@@ -172,7 +198,7 @@ def _log_file(lab: LocalCluster, component: str) -> Path:
 def cmd_logs(args) -> int:
     lab = _lab(args)
     path = _log_file(lab, args.component)
-    if args.component in (AGENT,) or args.component.startswith(PLUGIN_PREFIX):
+    if args.component in (AGENT, KUEUE) or args.component.startswith(PLUGIN_PREFIX):
         try:
             lines = path.read_bytes().decode(errors="replace").splitlines()
         except OSError:
@@ -214,6 +240,12 @@ def build_parser(prog: str = "gpu-lab") -> argparse.ArgumentParser:
     up.add_argument("--scenario", help="nodes (NodePools) to simulate and objects to create")
     up.add_argument("--timeout", type=float, default=120.0, help="seconds to wait (default 120)")
     up.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+    up.add_argument("--with", dest="addons", action="append", choices=ADDONS, default=[],
+                    help="also run kueue (sigs.k8s.io/kueue's manager and webhooks); the lab "
+                    "keeps running it on later `up`s")
+    up.add_argument("--kueue-pods-ready-timeout", metavar="DURATION",
+                    help="Kueue's waitForPodsReady.timeout (default: what the lab runs it "
+                    "with, else 5m)")
     up.set_defaults(func=cmd_up)
 
     down = named(sub.add_parser("down", help="stop every process of the lab"))
@@ -229,7 +261,7 @@ def build_parser(prog: str = "gpu-lab") -> argparse.ArgumentParser:
     logs.add_argument(
         "component",
         metavar="COMPONENT",
-        help=", ".join([*COMPONENTS, AGENT, PLUGIN_PREFIX + "NODE"]),
+        help=", ".join([*COMPONENTS, AGENT, KUEUE, PLUGIN_PREFIX + "NODE"]),
     )
     logs.add_argument("--tail", type=int, default=50, help="lines (default 50; -1: all)")
     logs.set_defaults(func=cmd_logs)
@@ -240,7 +272,7 @@ def build_parser(prog: str = "gpu-lab") -> argparse.ArgumentParser:
 
 
 def _known(component: str) -> bool:
-    return component in (*COMPONENTS, *ALIASES, AGENT) or component.startswith(PLUGIN_PREFIX)
+    return component in (*COMPONENTS, *ALIASES, AGENT, KUEUE) or component.startswith(PLUGIN_PREFIX)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -248,7 +280,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "logs" and not _known(args.component):
         parser.error(f"argument COMPONENT: invalid choice: {args.component!r} (choose from "
-                     f"{', '.join([*COMPONENTS, *ALIASES, AGENT, PLUGIN_PREFIX + 'NODE'])})")
+                     f"{', '.join([*COMPONENTS, *ALIASES, AGENT, KUEUE, PLUGIN_PREFIX + 'NODE'])})")
     try:
         return args.func(args)
     except (LocalClusterError, Unreachable) as exc:  # the lab failed: 1
