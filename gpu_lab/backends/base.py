@@ -24,7 +24,7 @@ from .tables import NodeRow, PodRow, document, nodes_frame, pods_frame
 
 CONTRACT = ("apply", "schedule", "pods", "nodes", "explain", "reset", "describe_node", "kill_plugin",
             "restart_plugin", "label_node", "cordon", "advance", "delete", "close", "to_dict", "now",
-            "timeline", "jobs")
+            "timeline", "jobs", "autoscaler_events")
 
 Source = str | Path | dict | list
 
@@ -133,6 +133,10 @@ class Session(abc.ABC):
         """One row per Job: state (Complete, Running, Pending, Suspended, Failed), queue, GPUs,
         and when it was admitted, started and finished."""
         raise self._unsupported("jobs", "Job histories are kept by the simulated clock only")
+
+    def autoscaler_events(self) -> pd.DataFrame:
+        """What the autoscaler decided (scale-ups, scale-downs, why a node stays), with times."""
+        raise self._unsupported("autoscaler_events", "gpu-lab does not run this cluster's autoscaler")
 
     def _pod_manifests(self) -> dict[str, Any]:
         """``{namespace/name: manifest or Pod}`` of the pods this session can show in full

@@ -38,6 +38,7 @@ from ..model.parse import NameGenerator
 from ..model.scenario import load_documents, parse_scenario
 from ..sim.clock import EventQueue
 from ..sim.controllers.base import Controller
+from ..sim.controllers.clusterautoscaler import ClusterAutoscalerController
 from ..sim.controllers.job import JobController
 from ..sim.controllers.replicaset import ReplicaSetController
 from ..sim.explain import Explanation, build_explanation
@@ -79,10 +80,14 @@ def _admission_needs(snap: Snapshot, pod: Pod) -> list[tuple[int, int]]:
 
 def _duration(pod: Pod) -> float | None:
     """Seconds the pod runs (``gpulab.dev/duration``), or None: it runs until stopped."""
-    if "duration" not in pod.memo:
-        text = pod.annotations.get(DURATION_ANNOTATION)
-        pod.memo["duration"] = parse_duration(text) if text else None
-    return pod.memo["duration"]
+    # The memo is shared by pods of equal specs, not equal annotations: key it on the text.
+    text = pod.annotations.get(DURATION_ANNOTATION)
+    if not text:
+        return None
+    key = ("duration", text)
+    if key not in pod.memo:
+        pod.memo[key] = parse_duration(text)
+    return pod.memo[key]
 
 
 def _device_requests(pod: Pod) -> tuple[tuple[str, str, int], ...]:
@@ -187,7 +192,20 @@ class _Cluster:
         return [r.pod for r in self._s._records.values() if r.node == node and r.phase == "Running"]
 
     def pending_pods(self) -> list[Pod]:
-        return [r.pod for r in self._s._pending()]
+        """Pods the scheduler tried and could not place (not those waiting on a gate)."""
+        return [r.pod for r in self._s._pending() if r.attempts and r.nominated_node is None]
+
+    def generation(self) -> int:
+        """Bumped by every node change and every pod created, bound or freed."""
+        return self._s._generation
+
+    def cordon(self, name: str) -> None:
+        self._s._nodes[name].unschedulable = True
+        self._s._snapshot.touch_nodes()
+        self._s._generation += 1
+
+    def can_reschedule(self, pods: list[Pod], without: set[str]) -> bool | str:
+        return self._s._can_reschedule(pods, without)
 
     def add_node(self, node: Node) -> None:
         self._s._add_nodes([node])
@@ -199,6 +217,39 @@ class _Cluster:
     def fits_on(self, pod: Pod, node: Node) -> bool:
         """Would the scheduler's filters accept ``pod`` on ``node`` if it were empty and joined now?"""
         return self._s._fits_on_new(pod, node)
+
+
+@dataclass
+class _GangQueue:
+    """One pass over the queue when pods name PodGroups: the pending pods kept out of it
+    (PreEnqueue said no, or they wait at Permit), each queued member's group, each group's
+    queued members in queue order, and the groups whose cycle already ran in this pass."""
+
+    gated: set[str] = field(default_factory=set)
+    group_of: dict[str, str] = field(default_factory=dict)
+    members: dict[str, list[PodRecord]] = field(default_factory=dict)
+    tried: set[str] = field(default_factory=set)
+
+
+class _PermitTimer:
+    """The target of a Permit timeout's "wake" event: the pass over the queue that follows
+    every clock step rejects the members whose wait ran out."""
+
+    def wake(self, key: str) -> None:
+        return None
+
+
+_PERMIT_TIMER = _PermitTimer()
+
+
+def _go_duration(seconds: float) -> str:
+    """Go's ``time.Duration.String()`` for whole seconds (300 -> "5m0s")."""
+    s = int(seconds)
+    h, rest = divmod(s, 3600)
+    m, sec = divmod(rest, 60)
+    if h:
+        return f"{h}h{m}m{sec}s"
+    return f"{m}m{sec}s" if m else f"{sec}s"
 
 
 class SimSession(Session):
@@ -242,7 +293,11 @@ class SimSession(Session):
                                       lambda at, job: self._timeline.push(at, "rendezvous", job))
         self._rendezvous_jobs: dict[str, float | None] = {}  # job key -> work seconds (None: forever)
         self._recorder = Recorder()
+        self._pod_groups: dict = {}
         self._fit_cache: dict = {}
+        self._generation = 0
+        self._autoscaler: ClusterAutoscalerController | None = None
+        self._pool_docs: list[dict] = []
 
     # ------------------------------------------------------------- apply
     def apply(self, src: Source) -> list[str]:
@@ -259,6 +314,7 @@ class SimSession(Session):
                 raise GpuLabError(f'pods "{p.name}" already exists (namespace {p.namespace})')
             if p.namespace not in self._namespaces and p.namespace not in sc.namespaces:
                 raise GpuLabError(f'namespaces "{p.namespace}" not found')
+        self._check_pod_groups(sc.pod_groups, sc.namespaces)
         new_scheduler = None
         if sc.scheduler_config is not None:
             new_scheduler = Scheduler.from_config(sc.scheduler_config, self._snapshot, self.seed,
@@ -269,6 +325,8 @@ class SimSession(Session):
         at_of, rendezvous = self._plan(sc)
 
         refs: list[str] = []
+        self._add_pod_groups(sc.pod_groups)
+        refs += [f"podgroup/{g.key}" for g in sc.pod_groups]
         self._priority_classes.update(sc.priority_classes)
         refs += [f"priorityclass/{k}" for k in sc.priority_classes]
         self._namespaces.update(sc.namespaces)
@@ -276,6 +334,7 @@ class SimSession(Session):
         if new_scheduler is not None:
             self._scheduler_config_raw = sc.scheduler_config
             new_scheduler.nominated = self._scheduler.nominated
+            new_scheduler.pod_groups = self._scheduler.pod_groups  # members waiting at Permit
             self._scheduler = new_scheduler
             refs.append("kubeschedulerconfiguration")
         if sc.nodes:
@@ -285,6 +344,10 @@ class SimSession(Session):
             self._snapshot.set_nodes(self._nodes.values())
             refs += [f"node/{n.name}" for n in sc.nodes]
             self._fleet = None
+        self._pool_docs += sc.node_pools
+        if sc.autoscaler is not None or any((p.get("spec") or {}).get("autoscaling") for p in sc.node_pools):
+            self._start_autoscaler(sc.autoscaler)
+            refs += ["autoscaler"] if sc.autoscaler is not None else []
         self._created = max([self._created] + [p.created + 1 for p in sc.pods])
         self._rendezvous_jobs.update(rendezvous)
         for key, (size, work, timeout) in rendezvous.items():
@@ -367,6 +430,7 @@ class SimSession(Session):
                 rec.owner, rec.owner_key = c, key
                 break
         self._records[pod.key] = rec
+        self._generation += 1
         if pod.node_name:
             self._admit_direct(rec)
         else:
@@ -412,7 +476,11 @@ class SimSession(Session):
             self._drain_queue()
 
     def _drain_queue(self) -> None:
-        active = [(-r.pod.priority, r.pod.created, r.pod.key) for r in self._pending()]
+        pending = self._pending()
+        gangs = self._pod_group_queue(pending)  # None: no pod names a PodGroup (the usual case)
+        if gangs is not None:
+            pending = [r for r in pending if r.pod.key not in gangs.gated]
+        active = [(-r.pod.priority, r.pod.created, r.pod.key) for r in pending]
         heapq.heapify(active)
         unschedulable: list[PodRecord] = []
         waiting_on_pods: list[PodRecord] = []
@@ -422,6 +490,24 @@ class SimSession(Session):
             _, _, key = heapq.heappop(active)
             rec = self._records[key]
             if rec.phase != "Pending" or rec.node is not None:
+                continue
+            if gangs is not None and key in gangs.group_of:
+                group_key = gangs.group_of[key]
+                if group_key in gangs.tried:
+                    continue  # the group's cycle took this member already
+                gangs.tried.add(group_key)
+                bound, failed, preempted = self._schedule_pod_group(gangs, group_key)
+                unschedulable += failed
+                if preempted:  # room was made: everyone waiting gets another try, the group too
+                    for u in unschedulable:
+                        heapq.heappush(active, (-u.pod.priority, u.pod.created, u.pod.key))
+                    unschedulable, waiting_on_pods = [], []
+                    gangs.tried.discard(group_key)
+                elif bound and waiting_on_pods:
+                    for u in waiting_on_pods:
+                        unschedulable.remove(u)
+                        heapq.heappush(active, (-u.pod.priority, u.pod.created, u.pod.key))
+                    waiting_on_pods = []
                 continue
             attempt = self._scheduler.schedule_one(rec.pod)
             rec.attempts += 1
@@ -460,6 +546,163 @@ class SimSession(Session):
                 unschedulable.append(rec)
                 if rec.unschedulable_plugins & _POD_ADDED_HELPS:
                     waiting_on_pods.append(rec)
+
+    # ----------------------------------------------- pod groups (native gang scheduling)
+    # PodGroups live in ``self._pod_groups`` (key -> model.podgroup.PodGroup); the scheduler's
+    # PodGroupManager gets them, and the members' counts, before each pass over the queue.
+    # A member assumed on a node waits at Permit (GangScheduling) until its gang has minCount
+    # members bound or assumed; one still waiting after the plugin's timeout is rejected, at a
+    # "wake" event on the timeline (``_PermitTimer``).
+
+    def _check_pod_groups(self, groups: list, namespaces: list[str]) -> None:
+        """Before ``apply`` changes anything: PodGroups are created once, in namespaces that
+        exist (or that the same apply creates)."""
+        known = self.__dict__.setdefault("_pod_groups", {})
+        for g in groups:
+            if g.key in known:
+                raise GpuLabError(f'podgroups.scheduling.k8s.io "{g.name}" already exists')
+            if g.namespace not in self._namespaces and g.namespace not in namespaces:
+                raise GpuLabError(f'namespaces "{g.namespace}" not found')
+
+    def _add_pod_groups(self, groups: list) -> None:
+        """``apply``: the scenario's PodGroups exist from now on."""
+        self.__dict__.setdefault("_pod_groups", {}).update((g.key, g) for g in groups)
+
+    def _pod_group_queue(self, pending: list[PodRecord]) -> _GangQueue | None:
+        """Counts every group's members for the scheduler, expires Permit waits, and runs
+        PreEnqueue on pending members: those it turns away stay out of the queue, silent (no
+        message), as a real pod blocked at PreEnqueue has no PodScheduled condition."""
+        from ..model.podgroup import pod_group_name
+        from ..sim.podgroups import PodGroupState
+
+        groups = self._scheduler.pod_groups
+        groups.groups = self.__dict__.get("_pod_groups", {})
+        if not groups.groups and not groups.waiting_pods and not any(
+                pod_group_name(r.pod) for r in pending):
+            return None
+        self._expire_permit_waits()
+        states: dict[str, PodGroupState] = {}
+        for rec in self._records.values():
+            name = pod_group_name(rec.pod)
+            if name is None or rec.phase not in ("Pending", "Running"):
+                continue
+            st = states.setdefault(f"{rec.pod.namespace}/{name}", PodGroupState())
+            st.all_pods += 1
+            if rec.pod.key in groups.waiting_pods:
+                st.scheduled += 1
+                st.waiting.append(rec.pod.key)
+            elif rec.node is not None:
+                st.scheduled += 1
+        groups.states = states
+        queue = _GangQueue()
+        for rec in pending:
+            if rec.pod.key in groups.waiting_pods:
+                queue.gated.add(rec.pod.key)
+                continue
+            member = groups.group_of(rec.pod)
+            if member is None:
+                continue  # not a member: scheduled on its own
+            gated = self._scheduler.pre_enqueue(rec.pod)
+            if gated is not None or member[1] is None:  # the queue holds a group's pods for it
+                queue.gated.add(rec.pod.key)
+            if gated is not None:
+                rec.unschedulable_plugins = {gated.plugin}
+                if self.record:
+                    rec.attempt = Attempt(pod=rec.pod, profile=rec.pod.scheduler_name,
+                                          message=f"not queued (PreEnqueue {gated.plugin}): {gated.message()}",
+                                          node_names=self._snapshot.names)
+            if rec.pod.key in queue.gated:
+                continue
+            queue.group_of[rec.pod.key] = member[0]
+            queue.members.setdefault(member[0], []).append(rec)
+        for recs in queue.members.values():
+            recs.sort(key=lambda r: (-r.pod.priority, r.pod.created, r.pod.key))
+        return queue
+
+    def _schedule_pod_group(self, gangs: _GangQueue, key: str) -> tuple[bool, list[PodRecord], bool]:
+        """One pod group scheduling cycle; its members that fit go through Permit to bind.
+        Returns (anything bound, members left unschedulable, victims evicted)."""
+        groups = self._scheduler.pod_groups
+        group = groups.groups[key]
+        members = gangs.members[key]
+        result = self._scheduler.schedule_pod_group(group, [r.pod for r in members], groups.state(key).scheduled)
+        by_key = {r.pod.key: r for r in members}
+        for rec in members:
+            rec.attempts += 1
+        if self.record:
+            for a in result.attempts:
+                by_key[a.pod.key].attempt = a
+            for rec in members[len(result.attempts):]:
+                rec.attempt = Attempt(pod=rec.pod, profile=rec.pod.scheduler_name,
+                                      message=result.messages[rec.pod.key], node_names=self._snapshot.names)
+        self.__dict__.setdefault("_pod_group_conditions", {})[key] = result.condition
+        bound = False
+        for a in result.scheduled:
+            bound = self._permit(by_key[a.pod.key], a.node, key) or bound
+        failed = []
+        for pod_key, message in result.messages.items():
+            rec = by_key[pod_key]
+            rec.message = message
+            a = rec.attempt
+            rec.unschedulable_plugins = (set(a.diagnosis.unschedulable_plugins)
+                                         if a is not None and a.diagnosis is not None and a.node is None
+                                         else {"GangScheduling"})
+            failed.append(rec)
+        post = result.post_filter
+        if post is None or not post.victims:
+            return bound, failed, False
+        preemptor = members[0].pod
+        for victim in post.victims:
+            self._evict(victim, preemptor)
+        for pod_key, i in post.nominated_pods.items():
+            self._scheduler.nominate(by_key[pod_key].pod, i)
+            by_key[pod_key].nominated_node = self._snapshot.nodes[i].name
+        return bound, failed, True
+
+    def _permit(self, rec: PodRecord, node: str, group_key: str) -> bool:
+        """Assume the member on ``node`` and run Permit: bind it (and every member Permit
+        released) now, or hold it with its resources reserved. Returns whether any bound."""
+        from ..sim.podgroups import WaitingPod
+
+        groups = self._scheduler.pod_groups
+        state = groups.state(group_key)
+        self._snapshot.add_pod(rec.pod, self._snapshot.index[node])  # assumed
+        state.scheduled += 1
+        status, waits = self._scheduler.run_permit(rec.pod, node)
+        if status is not None and status.code == "Wait":
+            timeout = min(waits.values())
+            plugin = min(waits, key=waits.get)
+            groups.waiting_pods[rec.pod.key] = WaitingPod(rec.pod, node, self._clock + timeout, plugin, timeout)
+            state.waiting.append(rec.pod.key)
+            self._timeline.push(self._clock + timeout, "wake", (_PERMIT_TIMER, rec.pod.key))
+            return False
+        self._snapshot.remove_pod(rec.pod)
+        if status is not None:  # rejected at Permit: unreserved, back to the queue
+            state.scheduled -= 1
+            rec.message = status.message()
+            return False
+        released = [w for w in groups.waiting_pods.values() if w.allowed]
+        for w in released:
+            del groups.waiting_pods[w.pod.key]
+            state.waiting.remove(w.pod.key)
+            self._snapshot.remove_pod(w.pod)
+        self._bind(rec, node)
+        for w in released:
+            self._bind(self._records[w.pod.key], w.node)
+        return True
+
+    def _expire_permit_waits(self) -> None:
+        """Members whose wait at Permit ran out are rejected, their nodes freed."""
+        groups = self._scheduler.pod_groups
+        for key, w in list(groups.waiting_pods.items()):
+            if w.deadline > self._clock:
+                continue
+            del groups.waiting_pods[key]
+            self._snapshot.remove_pod(w.pod)
+            rec = self._records.get(key)
+            if rec is not None:
+                rec.message = (f"rejected due to timeout after waiting {_go_duration(w.timeout_s)} "
+                               f"at plugin {w.plugin}")
 
     def _bind(self, rec: PodRecord, node: str) -> None:
         """The kubelet's admission, in its order: devices first, then the resource check."""
@@ -505,6 +748,7 @@ class SimSession(Session):
         rec.start_time = self._clock
         self._queue.pop(pod.key, None)
         self._gpus_allocated += _gpus(pod)
+        self._generation += 1
         if rec.owner is self._jobs:
             self._jobs.pod_started(rec.owner_key)
             if rec.owner_key in self._rendezvous_jobs:
@@ -547,6 +791,23 @@ class SimSession(Session):
             rec.phase, rec.reason = "Failed", "Deleted"
         self._gone.append(rec)
 
+    def _start_autoscaler(self, spec) -> None:
+        """(Re)start the autoscaler over every NodePool so far; nodes it asked for keep coming."""
+        old = self._autoscaler
+        spec = spec if spec is not None else (old.spec if old is not None else None)
+        new = ClusterAutoscalerController(_Cluster(self), spec, self._pool_docs, self.seed)
+        if old is not None:
+            new.joined_at, new.provisioning, new.events = old.joined_at, old.provisioning, old.events
+            self._controllers.remove(old)
+        self._autoscaler = new
+        self._controllers.append(new)
+
+    def autoscaler_events(self) -> pd.DataFrame:
+        """What the autoscaler decided and why, in cluster-autoscaler's (or Karpenter's) words."""
+        rows = [{"time": t, "object": e.involved, "reason": e.reason, "message": e.message}
+                for t, e in (self._autoscaler.events if self._autoscaler else [])]
+        return pd.DataFrame(rows, columns=["time", "object", "reason", "message"])
+
     def _add_nodes(self, nodes: list[Node]) -> None:
         for n in nodes:
             if n.name in self._nodes:
@@ -555,6 +816,24 @@ class SimSession(Session):
             self._devices[n.name] = self._device_manager(n)
         self._snapshot.set_nodes(self._nodes.values())
         self._fleet = None
+        self._generation += 1
+
+    def _can_reschedule(self, pods: list[Pod], without: set[str]) -> bool | str:
+        """Would ``pods`` all fit on the nodes not in ``without`` (first fit, in node order,
+        by free resources and the filters an empty node of the same pool passes)? True, or
+        the key of the first pod that would not."""
+        snap = self._snapshot
+        order = [i for i, n in enumerate(snap.nodes) if n.name not in without and not n.unschedulable]
+        vectors = [snap.request_vector(p) for p in pods]  # may add columns: before copying free
+        free = np.array(snap.free, copy=True)
+        for p, vec in zip(pods, vectors, strict=True):
+            for i in order:
+                if (free[i] >= vec).all() and self._fits_on_new(p, snap.nodes[i]):
+                    free[i] -= vec
+                    break
+            else:
+                return p.key
+        return True
 
     def _remove_node(self, name: str, reason: str) -> list[str]:
         evicted = []
@@ -567,6 +846,7 @@ class SimSession(Session):
         self._plugin_configs.pop(name, None)
         self._snapshot.set_nodes(self._nodes.values())
         self._fleet = None
+        self._generation += 1
         return evicted
 
     def _fits_on_new(self, pod: Pod, node: Node) -> bool:
@@ -601,6 +881,7 @@ class SimSession(Session):
             self._snapshot.remove_pod(rec.pod)
             self._devices[rec.node].release(rec.pod.key)
             self._gpus_allocated -= _gpus(rec.pod)
+            self._generation += 1
             if rec.owner_key in self._rendezvous_jobs and rec.owner is self._jobs:
                 self._rendezvous.pod_stopped(rec.owner_key, rec.pod.key, self._clock)
         self._queue.pop(rec.pod.key, None)
@@ -674,7 +955,11 @@ class SimSession(Session):
                 dollars += node_price_per_hour(n.labels, n.capacity, n.raw.get("nodePool")) or 0.0
             self._fleet = (gpu_nodes, gpus, dollars)
         gpu_nodes, gpus, dollars = self._fleet
-        return Levels(len(self._nodes), gpu_nodes, gpus, self._gpus_allocated,
+        coming = 0
+        if self._autoscaler is not None:  # asked-for nodes are billed while they boot
+            coming, extra = self._autoscaler.provisioning_cost()
+            dollars += extra
+        return Levels(len(self._nodes) + coming, gpu_nodes, gpus, self._gpus_allocated,
                       self._rendezvous.stranded_gpus, len(self._queue), round(dollars, 4))
 
     def label_node(self, node: str, labels: dict[str, str | None], *, evict: bool = False) -> list[str]:

@@ -20,6 +20,8 @@ labels, the same capacity, the same device IDs. ``NodePool`` is our own kind:
       taints: []                     # [{key, value, effect}]
       devicePlugin: {version: v1, flags: {migStrategy: mixed}}  # NVIDIA plugin config, verbatim
       mig: {config: all-balanced}    # mig-parted config name, applied to every node of the pool
+      autoscaling: {minCount: 0, maxCount: 8, provisioningDelay: 5m}  # optional: see below
+      pricePerHour: 98.32            # optional: USD per node-hour, over the catalog's price
 
 ``mig.config`` names one of NVIDIA's predefined mig-parted configs for the GPU
 model (``all-disabled``, ``all-enabled``, ``all-<profile>``, ``all-balanced``;
@@ -49,6 +51,22 @@ Capacity equals allocatable: there are no system reservations to teach here,
 and the scheduler only reads allocatable. Defaulted cpu and memory are
 capacity like given ones.
 
+``autoscaling`` makes the pool a node group an autoscaler may resize
+(``gpu_lab.sim.autoscaler``): between ``minCount`` (default 0) and ``maxCount``
+(required) nodes; ``count`` may then be left out and defaults to ``minCount``,
+and a given ``count`` must lie in that range. ``provisioningDelay`` (a Go
+duration, default ``5m``) is how long a new node takes from the autoscaler's
+request until it is Ready *and* its device plugin advertises GPUs. We chose
+5m: the cloud boots the VM and the kubelet registers in a minute or two, then
+the GPU driver and NVIDIA's device plugin take minutes more; cluster-autoscaler
+allows 15m (its ``--max-node-provision-time`` default) and its authors note
+that "when a machine with GPU becomes ready it can take up to 15 minutes before
+it reports that GPU is allocatable" (a commit message in the history of
+cluster-autoscaler's ``utils/gpu`` package). ``node_pool(doc).node(i)`` makes node ``<pool>-<i>`` of a pool
+on demand, for an autoscaler adding nodes later. ``pricePerHour`` (USD per
+node-hour, a number) replaces the catalog price, GPUs x per-GPU price
+(``gpu_lab.gpus.pricing``), for cost figures.
+
 Like the API server, validation reports every error of a pool at once: one
 error reads ``NodePool "x": spec.count: Required value``, several read
 ``NodePool "x" is invalid: [spec.count: ..., spec.gpu.model: ...]`` in spec
@@ -61,6 +79,7 @@ from __future__ import annotations
 
 import copy
 import re
+from dataclasses import dataclass
 from typing import Any
 
 from ..errors import GpuLabError, InvalidObject
@@ -74,6 +93,7 @@ from ..gpus.labels import (
     parse_sharing,
 )
 from ..gpus.migparted import MigPartedError, resolve
+from .duration import parse_duration
 from .objects import TAINT_EFFECTS, Node, Taint, is_extended_resource
 from .quantity import QuantityError, milli_value, parse_quantity, value
 
@@ -85,8 +105,11 @@ MIG_STATE_LABEL = "nvidia.com/mig.config.state"  # written by the MIG manager
 DEFAULT_PODS = 110
 MAX_NODES = 5000  # Kubernetes supports clusters of up to 5,000 nodes
 DEFAULT_EPHEMERAL_STORAGE = "100Gi"
-SPEC_FIELDS = ("count", "gpu", "cpu", "memory", "ephemeralStorage", "pods", "instanceType",
-               "labels", "taints", "devicePlugin", "mig")
+SPEC_FIELDS = ("count", "autoscaling", "gpu", "cpu", "memory", "ephemeralStorage", "pods",
+               "instanceType", "pricePerHour", "labels", "taints", "devicePlugin", "mig")
+AUTOSCALING_FIELDS = ("minCount", "maxCount", "provisioningDelay")
+# VM boot and kubelet registration, then the GPU driver and the device plugin (module docstring).
+DEFAULT_PROVISIONING_DELAY = "5m"
 
 _DNS1123_LABEL = "[a-z0-9]([-a-z0-9]*[a-z0-9])?"
 _DNS1123_SUBDOMAIN = rf"{_DNS1123_LABEL}(\.{_DNS1123_LABEL})*"
@@ -116,10 +139,44 @@ class _Stop(Exception):
     """Ends the check of one field once its error is recorded; the pool's other fields go on."""
 
 
-def expand_node_pool(raw: dict[str, Any], max_devices: int | None = None) -> list[Node]:
-    """Validate a ``NodePool`` document and return its Nodes, ``<pool>-0`` upward.
+@dataclass(frozen=True)
+class PoolAutoscaling:
+    """``spec.autoscaling`` of a NodePool: node count bounds and the time a new node takes."""
 
-    ``max_devices`` bounds the device IDs the pool's nodes may advertise together."""
+    min_count: int
+    max_count: int
+    provisioning_delay: float  # seconds from the scale-up request to a Ready node with GPUs advertised
+
+
+class PoolNodes:
+    """A validated NodePool that makes its Nodes on demand: ``node(i)`` is ``<pool>-<i>``.
+
+    ``count`` is the number of nodes the pool starts with, ``autoscaling`` its
+    ``spec.autoscaling`` (None when the pool has a fixed size) and
+    ``price_per_hour`` its ``spec.pricePerHour`` (None: the catalog's price).
+    An autoscaler adding nodes later calls ``node(i)`` with indices past the
+    ones in use; the device IDs follow from the node name, as for the first nodes.
+    """
+
+    def __init__(self, pool: _Pool):
+        self._pool = pool
+        self.name = pool.name
+        self.count = pool.count
+        self.autoscaling = pool.autoscaling
+        self.price_per_hour = pool.price_per_hour
+        self.spec = pool.spec
+
+    def node(self, index: int) -> Node:
+        if isinstance(index, bool) or not isinstance(index, int) or index < 0:
+            raise GpuLabError(f'NodePool "{self.name}": node index must be a non-negative integer, got {index!r}')
+        name = f"{self.name}-{index}"
+        if len(name) > 63:  # node names double as kubernetes.io/hostname label values
+            raise GpuLabError(f'NodePool "{self.name}": node name "{name}" must be no more than 63 characters')
+        return self._pool.node(index)
+
+
+def node_pool(raw: dict[str, Any]) -> PoolNodes:
+    """Validate a ``NodePool`` document (every error at once) and return it as a node factory."""
     if not isinstance(raw, dict):
         raise GpuLabError("NodePool: the document must be a mapping")
     meta = raw.get("metadata") if isinstance(raw.get("metadata"), dict) else {}
@@ -129,16 +186,52 @@ def expand_node_pool(raw: dict[str, Any], max_devices: int | None = None) -> lis
     if raw.get("apiVersion") != API_VERSION or raw.get("kind") != KIND:
         raise GpuLabError(f'NodePool "{name}": apiVersion/kind must be {API_VERSION}/{KIND}, '
                           f'got {raw.get("apiVersion")}/{raw.get("kind")}')
-    pool = _Pool(str(name), raw.get("spec"))
+    return PoolNodes(_Pool(str(name), raw.get("spec")))
+
+
+def make_pool_node(raw: dict[str, Any], index: int) -> Node:
+    """Node ``<pool>-<index>`` of a ``NodePool`` document (validated first)."""
+    return node_pool(raw).node(index)
+
+
+def expand_node_pool(raw: dict[str, Any], max_devices: int | None = None) -> list[Node]:
+    """Validate a ``NodePool`` document and return its Nodes, ``<pool>-0`` upward.
+
+    ``max_devices`` bounds the device IDs the pool's nodes may advertise together."""
+    pool = node_pool(raw)
     if pool.count:
         first = pool.node(0)
         per_node = sum(len(ids) for ids in first.devices.values())
         if max_devices is not None and per_node * pool.count > max_devices:
-            raise InvalidNodePool(str(name), [
+            raise InvalidNodePool(pool.name, [
                 f"spec.count: Invalid value: {pool.count}: {pool.count} nodes x {per_node} devices is "
                 f"{per_node * pool.count} GPU devices; the simulator holds at most {max_devices} more"])
         return [first] + [pool.node(i) for i in range(1, pool.count)]
     return []
+
+
+def spec_duration(value: Any, *, never: bool = False) -> float | None:
+    """A Go duration given in a spec field ("90s", "5m", "1h30m", "0s"), in seconds.
+
+    ``never`` also accepts ``"Never"`` (returned as None), as Karpenter's
+    ``consolidateAfter`` does. Bad input raises ``ValueError`` whose text
+    follows the field name in an API-server error (``Invalid value: ...``).
+    """
+    if never and value == "Never":
+        return None
+    if isinstance(value, bool) or not isinstance(value, str):
+        raise ValueError(f"Invalid value: {value!r}: must be a duration string such as 90s, 5m or 1h30m")
+    text = value.strip()
+    if text.startswith("-"):
+        raise ValueError(f'Invalid value: "{value}": must be greater than or equal to 0')
+    if text == "0":  # Go's time.ParseDuration accepts a bare 0
+        return 0.0
+    try:
+        return parse_duration(text)
+    except GpuLabError:
+        allowed = ', or "Never"' if never else ""
+        raise ValueError(f'Invalid value: "{value}": must be a duration such as 90s, 5m or 1h30m'
+                         f"{allowed}") from None
 
 
 def pool_gpu_state(node_name: str, pool_name: str, spec: dict[str, Any], *,
@@ -175,12 +268,27 @@ class _Pool:
         for field in sorted(set(spec) - set(SPEC_FIELDS)):
             self.record(f"spec.{field}", f"unknown field (known: {', '.join(SPEC_FIELDS)})")
         self.spec = spec
-        self.count = self.check(self.integer, "spec.count", spec.get("count"), required=True, default=0)
-        if self.count > MAX_NODES:
-            self.record("spec.count", f"Invalid value: {self.count}: must be no more than {MAX_NODES} "
-                        "(Kubernetes supports clusters of up to 5000 nodes)")
-            self.count = 0
-        last = f"{name}-{max(self.count - 1, 0)}"
+        count = spec.get("count")
+        count_ok = True
+        if count is None and spec.get("autoscaling") is not None:
+            self.count = None  # minCount, once spec.autoscaling is read
+        else:
+            before = len(self.errors)
+            self.count = self.check(self.integer, "spec.count", count, required=True, default=0)
+            if self.count > MAX_NODES:
+                self.record("spec.count", f"Invalid value: {self.count}: must be no more than {MAX_NODES} "
+                            "(Kubernetes supports clusters of up to 5000 nodes)")
+                self.count = 0
+            count_ok = len(self.errors) == before
+        self.autoscaling = self.check(self.read_autoscaling, spec.get("autoscaling"))
+        scaling = self.autoscaling
+        if self.count is None:
+            self.count = scaling.min_count if scaling else 0
+        elif scaling and count_ok and not scaling.min_count <= self.count <= scaling.max_count:
+            self.record("spec.count", f"Invalid value: {self.count}: must be between spec.autoscaling.minCount "
+                        f"({scaling.min_count}) and spec.autoscaling.maxCount ({scaling.max_count})")
+        most = max(self.count, scaling.max_count if scaling else 0)
+        last = f"{name}-{max(most - 1, 0)}"
         if len(last) > 63:  # node names double as kubernetes.io/hostname label values
             self.record("metadata.name", f'Invalid value: "{name}": node name "{last}" must be no more '
                         "than 63 characters")
@@ -196,6 +304,7 @@ class _Pool:
         self.instance_type = spec.get("instanceType")
         if self.instance_type is not None:
             self.instance_type = self.check(self.label_value, "spec.instanceType", self.instance_type)
+        self.price_per_hour = self.check(self.price, "spec.pricePerHour", spec.get("pricePerHour"))
         self.user_labels = self.check(_labels, spec.get("labels"), "spec.labels", self.fail, default={})
         self.taints = self.check(_taints, spec.get("taints"), "spec.taints", self.fail, default=[])
         self.read_device_plugin(spec.get("devicePlugin"))
@@ -255,6 +364,47 @@ class _Pool:
         if val < 0:
             self.fail(field, f"Invalid value: {val}: must be greater than or equal to 0")
         return val
+
+    def price(self, field: str, val: Any) -> float | None:
+        if val is None:
+            return None
+        if isinstance(val, bool) or not isinstance(val, (int, float)):
+            self.fail(field, f"Invalid value: {val!r}: must be a number (USD per node-hour)")
+        if val != val or val in (float("inf"), float("-inf")):
+            self.fail(field, f"Invalid value: {val}: must be a finite number")
+        if val < 0:
+            self.fail(field, f"Invalid value: {val}: must be greater than or equal to 0")
+        return float(val)
+
+    def read_autoscaling(self, raw: Any) -> PoolAutoscaling | None:
+        if raw is None:
+            return None
+        if not isinstance(raw, dict):
+            self.fail("spec.autoscaling", "must be a mapping with minCount, maxCount and provisioningDelay")
+        before = len(self.errors)
+        for field in sorted(set(raw) - set(AUTOSCALING_FIELDS)):
+            self.record(f"spec.autoscaling.{field}", f"unknown field (known: {', '.join(AUTOSCALING_FIELDS)})")
+        low = self.check(self.integer, "spec.autoscaling.minCount", raw.get("minCount", 0))
+        high = self.check(self.integer, "spec.autoscaling.maxCount", raw.get("maxCount"), required=True)
+        for field, val in (("minCount", low), ("maxCount", high)):
+            if val is not None and val > MAX_NODES:
+                self.record(f"spec.autoscaling.{field}", f"Invalid value: {val}: must be no more than "
+                            f"{MAX_NODES} (Kubernetes supports clusters of up to 5000 nodes)")
+        if low is not None and high is not None and high < low:
+            # the HorizontalPodAutoscaler's words for maxReplicas < minReplicas
+            self.record("spec.autoscaling.maxCount", f"Invalid value: {high}: must be greater than or "
+                        "equal to `minCount`")
+        delay = self.check(self.duration, "spec.autoscaling.provisioningDelay",
+                           raw.get("provisioningDelay", DEFAULT_PROVISIONING_DELAY))
+        if len(self.errors) > before:
+            raise _Stop
+        return PoolAutoscaling(low, high, delay)
+
+    def duration(self, field: str, val: Any) -> float:
+        try:
+            return spec_duration(val)
+        except ValueError as err:
+            self.fail(field, str(err))
 
     def quantity(self, field: str, val: Any):
         if val is None:

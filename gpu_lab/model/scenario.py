@@ -21,6 +21,9 @@ from ..errors import GpuLabError, InvalidObject
 from . import validation as v
 from .objects import Node, Pod
 from .parse import SYSTEM_PRIORITY_CLASSES, Forbidden, NameGenerator, parse_pod
+from .podgroup import KINDS as GANG_KINDS
+from .podgroup import RESOURCES as GANG_RESOURCES
+from .podgroup import PodGroup, parse_pod_group, validate_workload
 from .workloads import WORKLOAD_KINDS, expand_workload
 from .yamlread import MAX_REQUEST_BYTES, decode, parse_documents, read_file
 
@@ -29,12 +32,13 @@ Source = str | Path | dict | list
 SCHEDULER_CONFIG = ("kubescheduler.config.k8s.io/v1", "KubeSchedulerConfiguration")
 PRIORITY_CLASS = ("scheduling.k8s.io/v1", "PriorityClass")
 NODE_POOL = ("gpulab.dev/v1alpha1", "NodePool")
+AUTOSCALER = ("gpulab.dev/v1alpha1", "Autoscaler")  # cluster-autoscaler's flags, or consolidation
 KINDS = {("v1", "Node"), ("v1", "Pod"), ("v1", "Namespace"), SCHEDULER_CONFIG, PRIORITY_CLASS,
-         NODE_POOL} | WORKLOAD_KINDS
+         NODE_POOL, AUTOSCALER} | WORKLOAD_KINDS | GANG_KINDS
 # How the API server names each resource in "already exists" messages.
 RESOURCES = {"Node": "nodes", "Pod": "pods", "Namespace": "namespaces", "NodePool": "nodepools.gpulab.dev",
              "PriorityClass": "priorityclasses.scheduling.k8s.io", "Deployment": "deployments.apps",
-             "ReplicaSet": "replicasets.apps", "Job": "jobs.batch"}
+             "ReplicaSet": "replicasets.apps", "Job": "jobs.batch", **GANG_RESOURCES}
 HIGHEST_USER_PRIORITY = 1_000_000_000
 # What one apply may create: Kubernetes is tested up to 150,000 pods and 5,000 nodes per
 # cluster; past these a typo (replicas: 1000000000) would exhaust memory, not teach.
@@ -52,6 +56,8 @@ class Scenario:
     namespaces: list[str] = field(default_factory=list)  # declared by Namespace documents
     node_pools: list[dict] = field(default_factory=list)
     workloads: list[dict] = field(default_factory=list)  # see workloads.expand_workload
+    pod_groups: list[PodGroup] = field(default_factory=list)  # scheduling.k8s.io PodGroups (gangs)
+    autoscaler: Any = None  # sim.autoscaler.AutoscalerSpec of the Autoscaler document, if any
     documents: list[dict] = field(default_factory=list)
 
 
@@ -197,6 +203,20 @@ def _parse_scenario(docs, known_priority_classes, first_created, names) -> Scena
                 _claim(seen, "Node", "", n.name)
             sc.node_pools.append(doc)
             sc.nodes += nodes
+        elif gvk == AUTOSCALER:
+            from ..sim.autoscaler import parse_autoscaler  # the model's own validation
+
+            if sc.autoscaler is not None:
+                raise GpuLabError("Autoscaler: a scenario holds at most one (cluster-autoscaler runs once "
+                                  "per cluster)")
+            sc.autoscaler = parse_autoscaler(doc)
+        elif gvk in GANG_KINDS:  # the native Workload API (model/podgroup.py)
+            if kind == "PodGroup":
+                group = parse_pod_group(doc, known)
+                _claim(seen, kind, group.namespace, group.name)
+                sc.pod_groups.append(group)
+            else:
+                _claim(seen, kind, *validate_workload(doc))
         elif kind == "Pod":
             if len(sc.pods) >= MAX_PODS:
                 raise GpuLabError(f"more than {MAX_PODS} pods in one apply (Kubernetes is tested up to "

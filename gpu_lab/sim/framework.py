@@ -6,6 +6,11 @@ piece: a ``Plugin`` implements some of ``pre_filter``, ``filter``,
 kube-scheduler, which calls Filter and Score once per node, our plugins answer
 for every node at once (numpy arrays indexed like ``Snapshot.nodes``); a
 per-node ``filter_status`` gives the reason in Kubernetes' words when asked.
+
+Pods of a PodGroup (the native Workload API) also meet ``pre_enqueue`` (before they may
+enter the scheduling queue), ``placement_feasible`` (after each pod of the group's cycle),
+``pod_group_post_filter`` (the group's preemption) and ``permit`` (before binding, where a
+pod may wait for the rest of its gang).
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ UNSCHEDULABLE = "Unschedulable"
 UNRESOLVABLE = "UnschedulableAndUnresolvable"
 SKIP = "Skip"
 ERROR = "Error"
+WAIT = "Wait"  # Permit and PlacementFeasible: not yet, ask again
 
 
 @dataclass(frozen=True)
@@ -122,6 +128,8 @@ class PostFilterResult:
     # "Override": set the pod's nomination to nominated_node (None clears it);
     # "Noop": leave an earlier nomination as it is.
     nominating_mode: str = "Noop"
+    # PodGroupPostFilter: each member's proposed node (pod key -> node index)
+    nominated_pods: dict[str, int] = field(default_factory=dict)
 
 
 _TOKENS = itertools.count(1)
@@ -155,6 +163,26 @@ class Plugin:
     def post_filter(self, ctx: CycleContext, diagnosis: Diagnosis) -> PostFilterResult:
         """Called when no node fits; preemption lives here."""
         raise NotImplementedError
+
+    def pre_enqueue(self, pod: Pod) -> Status | None:
+        """Before the pod may enter the scheduling queue: a rejection keeps it out (gated),
+        None lets it in."""
+        return None
+
+    def placement_feasible(self, group: Any, remaining: int, scheduled: int) -> Status | None:
+        """During a pod group's cycle: None when the group's constraint holds, ``WAIT`` when
+        it may still hold once ``remaining`` more pods are tried, a rejection when it cannot."""
+        return None
+
+    def pod_group_post_filter(self, group: Any, run_group: Any) -> PostFilterResult:
+        """When a pod group fits nowhere: a pod group's preemption (``run_group`` reruns the
+        group's algorithm on the snapshot as it is then)."""
+        raise NotImplementedError
+
+    def permit(self, ctx: CycleContext, node: str) -> tuple[Status | None, float]:
+        """Before binding: None to bind, ``(Status(WAIT), seconds)`` to hold the pod (its
+        resources reserved) until allowed or timed out, a rejection to unreserve it."""
+        return None, 0.0
 
     def filter_statuses(self, ctx: CycleContext, idx: np.ndarray) -> list[Status]:
         """Statuses for many rejected nodes at once; plugins may vectorise this."""

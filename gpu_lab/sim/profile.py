@@ -19,9 +19,13 @@ from .framework import Plugin
 from .plugins.registry import DEFAULT_MULTIPOINT, REGISTRY
 
 API_VERSION = "kubescheduler.config.k8s.io/v1"
-PHASES = ("preFilter", "filter", "postFilter", "preScore", "score")
+PHASES = ("preEnqueue", "preFilter", "filter", "postFilter", "preScore", "score", "permit",
+          "podGroupPostFilter")
 _PROFILE_TOKENS = itertools.count(1)
 _PHASE_METHOD = {
+    "preEnqueue": "pre_enqueue",
+    "permit": "permit",
+    "podGroupPostFilter": "pod_group_post_filter",
     "preFilter": "pre_filter",
     "filter": "filter",
     "postFilter": "post_filter",
@@ -73,7 +77,8 @@ _PLUGIN = ("Plugin", {"name": "string", "weight": "int32"})
 _PLUGIN_SET = ("PluginSet", {"enabled": ("[]", _PLUGIN), "disabled": ("[]", _PLUGIN)})
 _PLUGINS = ("Plugins", {k: _PLUGIN_SET for k in (
     "preEnqueue", "queueSort", "preFilter", "filter", "postFilter", "preScore", "score",
-    "reserve", "permit", "preBind", "bind", "postBind", "multiPoint")})
+    "reserve", "permit", "preBind", "bind", "postBind", "multiPoint", "placementGenerate",
+    "placementScore", "podGroupPostFilter")})
 _PLUGIN_CONFIG = ("PluginConfig", {"name": "string", "args": "args"})
 _PROFILE = ("KubeSchedulerProfile", {"schedulerName": "string", "percentageOfNodesToScore": "int32",
                                      "plugins": _PLUGINS, "pluginConfig": ("[]", _PLUGIN_CONFIG)})

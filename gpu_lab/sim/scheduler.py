@@ -18,6 +18,13 @@ its parallel filter found them (its Randomizer stays 0), which we treat as rando
 and OpportunisticBatching (node hints for consecutive pods with the same signature)
 is not modelled: it is inactive under the default profile (system-default topology
 spreading makes pods unsignable) but active under ``defaultingType: List`` profiles.
+
+Pods of a PodGroup are scheduled together (``schedule_pod_group``, kube-scheduler's
+``podGroupSchedulingDefaultAlgorithm``): each queued member in turn gets an ordinary cycle
+without PostFilter, its node is reserved in the snapshot for the members after it, and
+PlacementFeasible decides after each one whether the group can still succeed; the
+reservations are undone at the end, whatever the verdict, and the caller binds (through
+Permit) the members that fit when the group succeeded.
 """
 
 from __future__ import annotations
@@ -31,13 +38,17 @@ import numpy as np
 from ..model.objects import Pod
 from .framework import (
     SKIP,
+    SUCCESS,
     UNRESOLVABLE,
+    UNSCHEDULABLE,
+    WAIT,
     CycleContext,
     Diagnosis,
     Plugin,
     PostFilterResult,
     Status,
 )
+from .podgroups import PodGroupManager
 from .profile import Profile, SchedulerConfig
 from .snapshot import Snapshot
 
@@ -100,6 +111,32 @@ def fit_error_message(num_all_nodes: int, diagnosis: Diagnosis) -> str:
     return msg
 
 
+# submitPodGroupAlgorithmResult: a member that fit, of a group that did not
+POD_GROUP_UNSCHEDULABLE = "pod group is unschedulable"
+
+
+@dataclass(slots=True)
+class PodGroupAttempt:
+    """One pod group scheduling cycle: the group's verdict and every member's attempt.
+
+    ``attempts`` follow the queue order; a member the cycle never reached has none.
+    ``messages`` hold what each member that will not bind is told (its PodScheduled
+    condition), ``condition`` the PodGroup's PodGroupInitiallyScheduled (status, reason,
+    message)."""
+
+    group: Any
+    status: Status
+    attempts: list = field(default_factory=list)
+    messages: dict[str, str] = field(default_factory=dict)
+    condition: tuple[str, str, str] = ("True", "Scheduled", "")
+    post_filter: PostFilterResult | None = None  # the group's preemption, when it failed
+
+    @property
+    def scheduled(self) -> list:
+        """The members that fit, when the group succeeded: they go on to Permit."""
+        return [a for a in self.attempts if a.node is not None] if self.status.code == SUCCESS else []
+
+
 @dataclass(slots=True)
 class PluginScores:
     raw: np.ndarray
@@ -151,6 +188,7 @@ class Scheduler:
         self._score_cache: dict[tuple, list] = {}
         self._score_cache_state: tuple[int, int, int] = (-1, -1, -1)
         self.cache_scores = True  # off: every plugin scores the feasible nodes every cycle
+        self.pod_groups = PodGroupManager()  # the embedded backend keeps it current
 
     @classmethod
     def from_config(cls, raw: dict | None, snapshot: Snapshot, seed: int | None = None,
@@ -250,7 +288,9 @@ class Scheduler:
         return passes
 
     # ------------------------------------------------------------- a cycle
-    def schedule_one(self, pod: Pod) -> Attempt:
+    def schedule_one(self, pod: Pod, post_filter: bool = True) -> Attempt:
+        """One pod's cycle; ``post_filter=False`` inside a pod group's cycle, which runs
+        no per-pod preemption."""
         profile = self.config.profile_for(pod.scheduler_name)
         snap = self.snapshot
         attempt = Attempt(pod=pod, profile=pod.scheduler_name, node_names=snap.names)
@@ -272,7 +312,7 @@ class Scheduler:
             diagnosis.unschedulable_plugins.add(rejected.plugin)
             attempt.evaluated = np.arange(0)
             attempt.feasible = np.arange(0)
-            return self._fail(ctx, attempt, n)
+            return self._fail(ctx, attempt, n, post_filter)
 
         passes = self._passes(ctx, profile, skipped, skipped_now)
 
@@ -320,7 +360,7 @@ class Scheduler:
                     attempt.failed_by = {i: st for st, idx in diagnosis.groups for i in idx.tolist()}
 
         if len(feasible) == 0:
-            return self._fail(ctx, attempt, n)
+            return self._fail(ctx, attempt, n, post_filter)
         if len(feasible) == 1:
             attempt.node = snap.nodes[int(feasible[0])].name
             return attempt
@@ -402,10 +442,10 @@ class Scheduler:
                     raw[i] = v
         return entry[0][feasible]
 
-    def _fail(self, ctx: CycleContext, attempt: Attempt, n: int) -> Attempt:
+    def _fail(self, ctx: CycleContext, attempt: Attempt, n: int, post_filter: bool = True) -> Attempt:
         diagnosis = attempt.diagnosis
         assert diagnosis is not None
-        post = ctx.profile.at("postFilter")
+        post = ctx.profile.at("postFilter") if post_filter else []
         # DefaultPreemption decides eligibility itself (preemptionPolicy, nominations).
         if post:
             for pl in post:
@@ -417,6 +457,110 @@ class Scheduler:
                     break
         attempt.message = fit_error_message(n, diagnosis)
         return attempt
+
+    # ------------------------------------------------------- pod groups
+    def pre_enqueue(self, pod: Pod) -> Status | None:
+        """PreEnqueue plugins: the first rejection keeps the pod out of the queue."""
+        profile = self.config.profile_for(pod.scheduler_name)
+        for pl in profile.at("preEnqueue") if profile is not None else ():
+            st = pl.pre_enqueue(pod)
+            if st is not None and st.rejected:
+                return Status(st.code, st.reasons, pl.name)
+        return None
+
+    def _placement_feasible(self, profile: Profile | None, group: Any, remaining: int, scheduled: int) -> Status:
+        """RunPlacementFeasiblePlugins: GangScheduling is the only one (when in the profile)."""
+        pl = profile.plugins.get("GangScheduling") if profile is not None else None
+        st = pl.placement_feasible(group, remaining, scheduled) if pl is not None else None
+        return st or Status(SUCCESS)
+
+    def _group_cycle(self, group: Any, pods: list[Pod], scheduled: int) -> tuple[Status, list[Attempt], list[Pod]]:
+        """``podGroupSchedulingDefaultAlgorithm``: the verdict, the attempts, and the members
+        left reserved in the snapshot (the caller undoes them)."""
+        profile = self.config.profile_for(pods[0].scheduler_name)
+        remaining = len(pods)
+        status = self._placement_feasible(profile, group, remaining, scheduled)
+        attempts: list[Attempt] = []
+        reserved: list[Pod] = []
+        if status.code == UNSCHEDULABLE:
+            return status, attempts, reserved
+        for pod in pods:
+            attempt = self.schedule_one(pod, post_filter=False)
+            attempts.append(attempt)
+            remaining -= 1
+            if attempt.node is not None:
+                self.snapshot.add_pod(pod, self.snapshot.index[attempt.node])
+                self.forget_nomination(pod)  # assume() drops an assumed pod's nomination
+                reserved.append(pod)
+                scheduled += 1
+            status = self._placement_feasible(profile, group, remaining, scheduled)
+            if status.code == UNSCHEDULABLE:
+                break
+        if status.code == WAIT:
+            status = Status(UNSCHEDULABLE, status.reasons, status.plugin)
+        return status, attempts, reserved
+
+    def schedule_pod_group(self, group: Any, pods: list[Pod], scheduled: int) -> PodGroupAttempt:
+        """One pod group scheduling cycle for the queued members ``pods`` (in queue order) of
+        ``group``, of which ``scheduled`` members are already bound or assumed.
+
+        When the group fails, PodGroupPostFilter (the group's preemption) runs and its word
+        is added to the group's message: members that fit are told "pod group is
+        unschedulable, <group message>", members that fit nowhere their own FitError, and
+        members the cycle never reached the PlacementFeasible verdict alone."""
+        status, attempts, reserved = self._group_cycle(group, pods, scheduled)
+        for pod in reversed(reserved):
+            self.snapshot.remove_pod(pod)
+        result = PodGroupAttempt(group, status, attempts)
+        verdict = status.message()
+        if status.code == SUCCESS:
+            for a in attempts:
+                if a.node is None:
+                    result.messages[a.pod.key] = a.message
+            return result
+        profile = self.config.profile_for(pods[0].scheduler_name)
+        reasons = list(status.reasons)
+        for pl in profile.at("podGroupPostFilter") if profile is not None else ():
+            post = pl.pod_group_post_filter(group, lambda: self._rerun(group, pods, scheduled))
+            result.post_filter = post
+            reasons += post.status.reasons
+            if post.status.code == SUCCESS:
+                break
+        group_message = ", ".join(reasons)
+        for a in attempts:
+            result.messages[a.pod.key] = (f"{POD_GROUP_UNSCHEDULABLE}, {group_message}" if a.node is not None
+                                          else a.message)
+        for pod in pods[len(attempts):]:
+            result.messages[pod.key] = verdict
+        result.condition = ("False", "Unschedulable", group_message)
+        return result
+
+    def _rerun(self, group: Any, pods: list[Pod], scheduled: int) -> tuple[Status, list[Attempt]]:
+        """The group's algorithm again on the snapshot as it is now (preemption's dry run)."""
+        status, attempts, reserved = self._group_cycle(group, pods, scheduled)
+        for pod in reversed(reserved):
+            self.snapshot.remove_pod(pod)
+        return status, attempts
+
+    def run_permit(self, pod: Pod, node: str) -> tuple[Status | None, dict[str, float]]:
+        """RunPermitPlugins: None to bind now; a WAIT status with each waiting plugin's
+        timeout; or the first rejection."""
+        profile = self.config.profile_for(pod.scheduler_name)
+        if profile is None:
+            return None, {}
+        ctx = CycleContext(pod=pod, snapshot=self.snapshot, profile=profile)
+        waits: dict[str, float] = {}
+        for pl in profile.at("permit"):
+            st, timeout = pl.permit(ctx, node)
+            if st is None or st.code == SUCCESS:
+                continue
+            if st.code == WAIT:
+                waits[pl.name] = timeout
+                continue
+            return Status(st.code, st.reasons, pl.name), {}
+        if waits:
+            return Status(WAIT, (), ",".join(waits)), waits
+        return None, {}
 
     # ------------------------------------------------------- bookkeeping
     def nominate(self, pod: Pod, node_index: int) -> None:

@@ -99,6 +99,14 @@ VALIDATE_TIMEOUT_S = 30.0
 #: the node agent and device plugins, in ``full_status()``
 NODEAGENT = agentproc.AGENT
 PLUGIN_PREFIX = "device-plugin/"
+#: The native Workload API and gang scheduling (KEP-4671), beta and off by default in
+#: v1.37: the GenericWorkload gate serves Workload and PodGroup (scheduling.k8s.io/v1beta1,
+#: a beta group the API server only serves when asked), admits pod spec.schedulingGroup,
+#: adds GangScheduling to kube-scheduler's default profile and lets the controller-manager
+#: remove PodGroups' protection finalizer. It changes nothing for pods without a
+#: spec.schedulingGroup, so every lab has it.
+FEATURE_GATES = "GenericWorkload=true"
+RUNTIME_CONFIG = "scheduling.k8s.io/v1beta1=true"
 
 Progress = Callable[[str], object] | None
 _NAME = re.compile(r"^[a-z0-9]([a-z0-9._-]{0,61}[a-z0-9])?$")
@@ -390,8 +398,11 @@ class LocalCluster:
         return out
 
     def full_status(self, check_health: bool = True) -> dict[str, ComponentStatus]:
-        """:meth:`status` of the control plane, then :meth:`node_status`."""
-        return {**self.status(check_health), **self.node_status()}
+        """:meth:`status` of the control plane, then :meth:`node_status`, then Kueue's."""
+        from . import kueue
+
+        return {**self.status(check_health), **self.node_status(),
+                **kueue.status(self, check_health)}
 
     @property
     def _name_flag(self) -> str:
@@ -425,6 +436,9 @@ class LocalCluster:
                     raise LocalClusterError(
                         f"lab {self.name!r}: {c} is not healthy ({why}); {up} repairs it"
                     )
+        from . import kueue
+
+        kueue.check(self)
         if agents:
             me = os.getpid()
             for doc in agentproc.agent_states(self):
@@ -573,7 +587,8 @@ class LocalCluster:
             )
             (t / "config.yaml").write_text(self._scheduler_config_text(config, kcfg))
             argv = [str(binary), f"--config={t / 'config.yaml'}",
-                    f"--write-config-to={t / 'out.yaml'}", "--secure-port=0"]
+                    f"--write-config-to={t / 'out.yaml'}", "--secure-port=0",
+                    f"--feature-gates={FEATURE_GATES}"]
             try:
                 res = subprocess.run(argv, capture_output=True, text=True,
                                      timeout=VALIDATE_TIMEOUT_S, stdin=subprocess.DEVNULL,
@@ -670,6 +685,8 @@ class LocalCluster:
                 # the kubernetes Service's endpoint would be 127.0.0.1, which Endpoints
                 # validation forbids: nothing in-cluster dials it (no pods run)
                 "--endpoint-reconciler-type=none",
+                f"--feature-gates={FEATURE_GATES}",
+                f"--runtime-config={RUNTIME_CONFIG}",
             ]
         common = [
             f"--bind-address={HOST}",
@@ -678,6 +695,7 @@ class LocalCluster:
             f"--tls-private-key-file={pki.key(component + '-serving')}",
             f"--authentication-kubeconfig={cfg / (component + '.kubeconfig')}",
             f"--authorization-kubeconfig={cfg / (component + '.kubeconfig')}",
+            f"--feature-gates={FEATURE_GATES}",
         ]
         if component == CONTROLLER_MANAGER:
             return [
@@ -824,6 +842,7 @@ class LocalCluster:
                 bad = {c: self._check(c, state) for c in COMPONENTS}
                 if all(ok for ok, _ in bad.values()):
                     say(f"lab {self.name!r} is already up ({self.kubeconfig()})")
+                    self._repair_addons(say)
                     if agents:
                         self._repair_agents(say)
                     return self
@@ -861,9 +880,16 @@ class LocalCluster:
                 f"control plane ready in {_fmt_s(time.monotonic() - t0)}; "
                 f"kubeconfig: {self.kubeconfig()}"
             )
+            self._repair_addons(say)
             if agents:
                 self._repair_agents(say)
         return self
+
+    def _repair_addons(self, say) -> None:
+        """Kueue, when this lab runs it (``gpu-lab up --with kueue``): started again."""
+        from . import kueue
+
+        kueue.repair(self, say)
 
     def _hung(self, state: dict, running: dict[str, bool], todo: set[str]) -> list[str]:
         """Running components that fail their health check for ``HUNG_GRACE_S`` although
@@ -1080,6 +1106,11 @@ class LocalCluster:
         with self._lock(say):
             if agentproc.stop(self, forget=purge):
                 say("node agent stopped")
+            from . import kueue
+
+            how = kueue.stop(self, timeout, forget=purge)
+            if how:
+                say(f"  kueue: {how}")
             state = self._load_state()
             # without etcd, kube-apiserver's graceful shutdown only waits to be killed
             api_timeout = timeout if self._is_running(state, ETCD) else RESTART_STOP_TIMEOUT_S

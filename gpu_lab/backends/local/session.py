@@ -24,6 +24,7 @@ from ...errors import GpuLabError
 from ...model import arguments as args
 from ...model.nodepool import MIG_CONFIG_LABEL, node_from_manifest
 from ...model.parse import parse_pod
+from ...model.podgroup import API_VERSION as POD_GROUP_API
 from ...model.scenario import load_documents, parse_scenario
 from ...sim.explain import Explanation
 from ...sim.profile import load_scheduler_config
@@ -153,7 +154,8 @@ class LocalSession(Session):
             order = {"Namespace": 0, "PriorityClass": 1}
             for doc in sorted(docs, key=lambda d: order.get(d.get("kind"), 2)):
                 kind = doc.get("kind")
-                if kind in ("Namespace", "PriorityClass", "Pod", "Deployment", "ReplicaSet", "Job"):
+                if kind in ("Namespace", "PriorityClass", "Pod", "Deployment", "ReplicaSet", "Job",
+                            "Workload", "PodGroup"):
                     ns = None if kind in _CLUSTER_SCOPED else (doc.get("metadata") or {}).get("namespace", "default")
                     created = self._create(doc, ns)
                     name = created["metadata"]["name"]  # the API server's, for generateName
@@ -246,9 +248,13 @@ class LocalSession(Session):
         # apply() already waited for the controllers' first pods; preempted or finished
         # pods may be gone since, and replacements show up here as pending pods.
         gave_up = []
-        for p in self._user_pods():
+        pods = self._user_pods()
+        gated = self._gang_gated(pods)
+        for p in pods:
             phase = (p.get("status") or {}).get("phase")
             if phase in _TERMINAL or p["spec"].get("nodeName") and phase == "Running":
+                continue
+            if (p["metadata"].get("namespace", "default"), p["metadata"]["name"]) in gated:
                 continue
             if condition(p, "PodScheduled").get("reason") == "Unschedulable" and not (
                 p.get("status") or {}
@@ -257,6 +263,32 @@ class LocalSession(Session):
                 continue
             return False
         return self._retried_since_change(gave_up)
+
+    def _pod_groups_left(self) -> bool:
+        """PodGroups still there (the controller-manager lifts their protection finalizer
+        once no pod names them): a scenario may create one of the same name next."""
+        with contextlib.suppress(ApiError):
+            return bool(self.client.list("PodGroup", api_version=POD_GROUP_API)["items"])
+        return False
+
+    def _gang_gated(self, pods: list[dict]) -> set[tuple[str, str]]:
+        """Pods that GangScheduling keeps out of kube-scheduler's queue (PreEnqueue): their
+        PodGroup does not exist, or its gang has fewer than minCount members. The scheduler
+        says nothing about them (no condition, no event), so no wait would end for them."""
+        members: dict[tuple[str, str], list[tuple[str, str]]] = {}
+        for p in pods:
+            group = (p["spec"].get("schedulingGroup") or {}).get("podGroupName")
+            if group and (p.get("status") or {}).get("phase") not in _TERMINAL:
+                ns = p["metadata"].get("namespace", "default")
+                members.setdefault((ns, group), []).append((ns, p["metadata"]["name"]))
+        if not members:
+            return set()
+        groups = {}
+        for g in self.client.list("PodGroup", api_version=POD_GROUP_API)["items"]:
+            gang = (g.get("spec") or {}).get("schedulingPolicy", {}).get("gang")
+            groups[(g["metadata"]["namespace"], g["metadata"]["name"])] = (gang or {}).get("minCount", 0)
+        return {pod for key, pods_of in members.items()
+                if key not in groups or len(pods_of) < groups[key] for pod in pods_of}
 
     def _retried_since_change(self, pods: list[dict]) -> bool:
         """After a node or pod change, an Unschedulable verdict counts only once the scheduler
@@ -450,6 +482,11 @@ class LocalSession(Session):
             for p in self.client.list("Pod", namespace=ns)["items"]:
                 self.client.delete("Pod", p["metadata"]["name"], namespace=ns, missing_ok=True,
                                    grace_period_seconds=0)
+            for kind in ("PodGroup", "Workload"):  # the native Workload API (cluster.FEATURE_GATES)
+                with contextlib.suppress(ApiError):  # a lab started before it was served
+                    for obj in self.client.list(kind, namespace=ns, api_version=POD_GROUP_API)["items"]:
+                        self.client.delete(kind, obj["metadata"]["name"], namespace=ns, missing_ok=True,
+                                           api_version=POD_GROUP_API)
         for pc in self.client.list("PriorityClass")["items"]:
             if not pc["metadata"]["name"].startswith("system-"):
                 self.client.delete("PriorityClass", pc["metadata"]["name"], missing_ok=True)
@@ -458,8 +495,8 @@ class LocalSession(Session):
                 self.client.delete("Namespace", ns, missing_ok=True)
         for n in self.client.list("Node")["items"]:
             self.client.delete("Node", n["metadata"]["name"], missing_ok=True)
-        self._wait(lambda: not self._user_pods() and not self.client.list("Node")["items"],
-                   "the lab to empty")
+        self._wait(lambda: not self._user_pods() and not self.client.list("Node")["items"]
+                   and not self._pod_groups_left(), "the lab to empty")
         self.agents, self._created, self._expected_pods = [], [], 0
         # also a configuration an earlier session or `gpu-lab up --scenario` left
         if self._custom_scheduler or self.cluster._saved_scheduler_config() is not None:

@@ -136,4 +136,16 @@ def validate_pod_spec(spec: dict, path: str = "spec") -> list[str]:
     if spec.get("overhead") is not None:
         # validateOverhead reuses the container check with the overhead as limits
         errs += validate_resource_requirements(spec["overhead"], None, f"{path}.overhead")
+    if spec.get("schedulingGroup") is not None:
+        errs += _scheduling_group(spec["schedulingGroup"], f"{path}.schedulingGroup")
     return errs
+
+
+def _scheduling_group(group: Any, path: str) -> list[str]:
+    """``validateSchedulingGroup``: the PodGroup a gang member names (a one-of with one member)."""
+    name = group.get("podGroupName") if isinstance(group, dict) else None
+    if name is None:
+        return [invalid(f"{path}.podGroupName", None, "must specify one of: `podGroupName`")]
+    if not isinstance(name, str):
+        return [wrong_type(f"{path}.podGroupName", name, "a string")]
+    return validate_name(name, f"{path}.podGroupName")

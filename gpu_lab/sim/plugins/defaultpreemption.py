@@ -1,7 +1,8 @@
 """DefaultPreemption: when a pod fits nowhere, find lower-priority pods to evict.
 
 Mirrors ``plugins/defaultpreemption`` and ``framework/preemption`` of
-kube-scheduler v1.37 for single pods (no PodGroups):
+kube-scheduler v1.37 for single pods (a PodGroup's preemption, PodGroupPostFilter, is in
+``podgrouppreemption``):
 
 1. Eligibility (``PodEligibleToPreemptOthers``): a pod with
    ``preemptionPolicy: Never`` may not preempt ("not eligible due to
@@ -354,6 +355,12 @@ class DefaultPreemption(Plugin):
         node, victims = c
         text = FOUND.format(snap.nodes[node].name, len(victims))
         return self._result(node, victims, Status(SUCCESS, ("preemption: " + text,), self.name), "Override")
+
+    def pod_group_post_filter(self, group: Any, run_group: Any) -> PostFilterResult:
+        """PodGroupPostFilter: preemption for a whole pod group (see podgrouppreemption)."""
+        from .podgrouppreemption import preempt_for_group
+
+        return preempt_for_group(self, group, run_group)
 
     @staticmethod
     def _result(node: int | None, victims: list[Pod], status: Status, mode: str) -> PostFilterResult:

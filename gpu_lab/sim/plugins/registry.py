@@ -1,7 +1,8 @@
 """Every plugin the simulator knows, in one place (like framework/plugins/registry.go).
 
 ``DEFAULT_MULTIPOINT`` is kube-scheduler v1.37's default plugin list with its
-score weights (pkg/scheduler/apis/config/v1/default_plugins.go). Plugins that
+score weights (pkg/scheduler/apis/config/v1/default_plugins.go), with the GenericWorkload
+gate on as in the local lab (which appends GangScheduling). Plugins that
 only matter for volumes, images or alpha features are not modelled; a profile
 that enables one is refused with a clear error rather than silently ignored.
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 from ..framework import Plugin
 from .defaultpreemption import DefaultPreemption
+from .gangscheduling import GangScheduling
 from .interpodaffinity import InterPodAffinity
 from .nodeaffinity import NodeAffinity
 from .nodename import NodeName
@@ -33,6 +35,7 @@ REGISTRY: dict[str, type[Plugin]] = {
         InterPodAffinity,
         DefaultPreemption,
         BalancedAllocation,
+        GangScheduling,
     )
 }
 
@@ -49,4 +52,5 @@ DEFAULT_MULTIPOINT: list[dict] = [
     {"name": "InterPodAffinity", "weight": 2},
     {"name": "DefaultPreemption"},
     {"name": "NodeResourcesBalancedAllocation", "weight": 1},
+    {"name": "GangScheduling"},  # applyGangScheduling: appended when GenericWorkload is on
 ]

@@ -10,8 +10,9 @@ def pool(name: str = "a100", nodes: int = 1, gpus: int = 8) -> dict:
 
 def job(name: str, pods: int, *, gpus: int = 1, duration: str | None = "1h", annotations: dict | None = None,
         priority_class: str | None = None, backoff_limit: int | None = None, completions: int | None = None,
-        preemption_never: bool = False) -> dict:
+        pod_annotations: dict | None = None) -> dict:
     template_ann = {"gpulab.dev/duration": duration} if duration else {}
+    template_ann.update(pod_annotations or {})
     spec: dict = {"restartPolicy": "Never",
                   "containers": [{"name": "w", "image": "trainer",
                                   "resources": {"limits": {"nvidia.com/gpu": gpus}}}]}
