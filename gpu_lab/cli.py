@@ -89,9 +89,15 @@ def cmd_simulate(args) -> int:
 
 
 def cmd_bench(args) -> int:
+    if args.trace:
+        from .benchtrace import format_trace, run_trace
+
+        r = run_trace(args.nodes or 200, args.jobs, args.seed)
+        print(json.dumps(r, indent=2) if args.json else format_trace(r))
+        return 0
     from .bench import main
 
-    return main(args.nodes, args.pods, args.seed, args.json, args.compare, args.repeat)
+    return main(args.nodes or 1000, args.pods, args.seed, args.json, args.compare, args.repeat)
 
 
 def cmd_controlplane(args) -> int:
@@ -146,12 +152,15 @@ def build_parser() -> argparse.ArgumentParser:
     sim.set_defaults(func=cmd_simulate)
 
     b = sub.add_parser("bench", help="scheduling throughput of the embedded scheduler")
-    b.add_argument("--nodes", type=int, default=1000)
+    b.add_argument("--nodes", type=int, default=None, help="nodes (default 1000; with --trace: 200 at most)")
     b.add_argument("--pods", type=int, default=10000)
     b.add_argument("--seed", type=int, default=0)
     b.add_argument("--json", action="store_true")
     b.add_argument("--repeat", type=int, default=3, help="runs on fresh labs; the median is reported")
     b.add_argument("--compare", choices=["local"], help="also run it on the real kube-scheduler")
+    b.add_argument("--trace", action="store_true",
+                   help="a day of Jobs on autoscaled GPU pools through gpu_lab.simulate, timed")
+    b.add_argument("--jobs", type=int, default=2000, help="--trace: Jobs over the 24 h (default 2000)")
     b.set_defaults(func=cmd_bench)
 
     dp = sub.add_parser("device-plugin", help="run the fake NVIDIA device plugin (kubelet gRPC API v1beta1)",

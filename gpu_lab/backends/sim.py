@@ -189,7 +189,7 @@ class _Cluster:
         return self._s._nodes
 
     def pods_on(self, node: str) -> list[Pod]:
-        return [r.pod for r in self._s._records.values() if r.node == node and r.phase == "Running"]
+        return list(self._s._running_on.get(node, {}).values())
 
     def pending_pods(self) -> list[Pod]:
         """Pods the scheduler tried and could not place (not those waiting on a gate)."""
@@ -296,6 +296,7 @@ class SimSession(Session):
         self._pod_groups: dict = {}
         self._fit_cache: dict = {}
         self._generation = 0
+        self._running_on: dict[str, dict[str, Pod]] = {}  # node -> its running pods
         self._autoscaler: ClusterAutoscalerController | None = None
         self._pool_docs: list[dict] = []
 
@@ -746,6 +747,7 @@ class SimSession(Session):
             rec.devices = dm.pod_devices(pod.key)
             rec.container_devices = dm.allocations(pod.key)
         rec.start_time = self._clock
+        self._running_on.setdefault(node, {})[pod.key] = pod
         self._queue.pop(pod.key, None)
         self._gpus_allocated += _gpus(pod)
         self._generation += 1
@@ -880,6 +882,7 @@ class SimSession(Session):
         if rec.node is not None and rec.pod.key in self._snapshot.pod_node:
             self._snapshot.remove_pod(rec.pod)
             self._devices[rec.node].release(rec.pod.key)
+            self._running_on.get(rec.node, {}).pop(rec.pod.key, None)
             self._gpus_allocated -= _gpus(rec.pod)
             self._generation += 1
             if rec.owner_key in self._rendezvous_jobs and rec.owner is self._jobs:

@@ -45,6 +45,7 @@ class ClusterAutoscalerController(Controller):
         self._seen_generation = -1
         self._last_scan = float("-inf")
         self._scan_due = True
+        self._pod_states: dict = {}
 
     # -- callbacks for the model: the scheduler's filters, not resources alone
     def _fits(self, pod, group) -> bool:
@@ -52,6 +53,13 @@ class ClusterAutoscalerController(Controller):
 
     def _can_reschedule(self, pods, without) -> bool | str:
         return self.cluster.can_reschedule([p.ref for p in pods if isinstance(p.ref, Pod)], set(without))
+
+    def _state(self, pod: Pod):
+        """The model's view of a pod, made once per pod (a day of jobs asks millions of times)."""
+        got = self._pod_states.get(pod.key)
+        if got is None or got.ref is not pod:
+            got = self._pod_states[pod.key] = pod_state(pod)
+        return got
 
     def wake(self, key: str) -> None:
         if key == SCAN:
@@ -73,9 +81,9 @@ class ClusterAutoscalerController(Controller):
             return False
         self._last_scan, self._scan_due, self._seen_generation = now, False, generation
         nodes = self.cluster.nodes()
-        states = [node_state(n, self.cluster.pods_on(name), self.joined_at.get(name, 0.0))
+        states = [node_state(n, [self._state(p) for p in self.cluster.pods_on(name)], self.joined_at.get(name, 0.0))
                   for name, n in nodes.items()]
-        pending = [pod_state(p) for p in self.cluster.pending_pods()]
+        pending = [self._state(p) for p in self.cluster.pending_pods()]
         acted = False
         for action in self.model.reconcile(now, states, pending, changed=changed):
             acted |= self._carry_out(action, now)

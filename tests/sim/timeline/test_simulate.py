@@ -62,3 +62,10 @@ def test_bad_until_is_one_line(until, message, capsys, tmp_path):
 def test_backends_without_a_clock_say_so():
     with pytest.raises(gpu_lab.NotSupported, match='simulate: not on the "kubeconfig" backend'):
         gpu_lab.simulate(scenario(), backend="kubeconfig")
+
+
+def test_bench_trace_runs_a_small_day_and_reports_it(capsys):
+    assert main(["bench", "--trace", "--jobs", "60", "--nodes", "16", "--json"]) == 0
+    r = json.loads(capsys.readouterr().out)
+    assert r["jobs"] == 60 and r["jobs_complete"] + r["jobs_unfinished"] == 60
+    assert 0 < r["peak_nodes"] <= 16 and r["gpu_hours_allocated"] > 0 and r["cost_usd"] > 0
