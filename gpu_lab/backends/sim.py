@@ -31,11 +31,12 @@ from ..gpus.labels import gpu_uuids
 from ..gpus.pricing import node_price_per_hour, physical_gpus
 from ..gpus.reconfigure import reconfigure
 from ..model import arguments as args
-from ..model.duration import DURATION_ANNOTATION, SUBMIT_AT_ANNOTATION, parse_duration
+from ..model.duration import DURATION_ANNOTATION, parse_duration
 from ..model.nodepool import MIG_CONFIG_LABEL
 from ..model.objects import Node, Pod, is_extended_resource
 from ..model.parse import NameGenerator
 from ..model.scenario import load_documents, parse_scenario
+from ..model.timing import rendezvous_settings, submit_time
 from ..sim.clock import EventQueue
 from ..sim.controllers.base import Controller
 from ..sim.controllers.clusterautoscaler import ClusterAutoscalerController
@@ -46,7 +47,7 @@ from ..sim.plugins.defaultpreemption import lower_priority_nominated
 from ..sim.recorder import Levels, Recorder
 from ..sim.scheduler import Attempt, Scheduler
 from ..sim.snapshot import Snapshot
-from ..sim.training import Rendezvous, rendezvous_settings
+from ..sim.training import Rendezvous
 from .base import Session, Source, collector_paused
 from .tables import NodeRow, PodRow
 
@@ -383,7 +384,7 @@ class SimSession(Session):
         rendezvous = {}
         for i, record in enumerate(sc.workloads):
             ann = (record["raw"].get("metadata") or {}).get("annotations") or {}
-            at_of[("workload", i)] = self._submit_time(ann)
+            at_of[("workload", i)] = submit_time(ann)
             owned.update(f"{record['namespace']}/{n}" for n in record["pods"])
             if record["kind"] == "Job":
                 is_rendezvous, timeout = rendezvous_settings(record)
@@ -393,13 +394,8 @@ class SimSession(Session):
                         record["parallelism"], parse_duration(work) if work else None, timeout)
         for p in sc.pods:
             if p.key not in owned:
-                at_of[p.key] = self._submit_time(p.annotations)
+                at_of[p.key] = submit_time(p.annotations)
         return at_of, rendezvous
-
-    @staticmethod
-    def _submit_time(annotations: dict) -> float:
-        text = annotations.get(SUBMIT_AT_ANNOTATION)
-        return 0.0 if text is None else parse_duration(text, SUBMIT_AT_ANNOTATION)
 
     def _add_workload(self, record: dict, pods: list[Pod]) -> None:
         if record["kind"] == "Job":

@@ -24,6 +24,7 @@ from .parse import SYSTEM_PRIORITY_CLASSES, Forbidden, NameGenerator, parse_pod
 from .podgroup import KINDS as GANG_KINDS
 from .podgroup import RESOURCES as GANG_RESOURCES
 from .podgroup import PodGroup, parse_pod_group, validate_workload
+from .timing import check_timing
 from .workloads import WORKLOAD_KINDS, expand_workload
 from .yamlread import MAX_REQUEST_BYTES, decode, parse_documents, read_file
 
@@ -237,6 +238,7 @@ def _parse_scenario(docs, known_priority_classes, first_created, names) -> Scena
             sc.workloads.append(record)
             sc.pods += pods
             created += len(pods)
+    check_timing(sc)  # gpu-lab's clock annotations: refused alike on every backend
     return sc
 
 

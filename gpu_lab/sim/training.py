@@ -17,26 +17,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ..errors import GpuLabError
-from ..model.duration import parse_duration
+from ..model.timing import RENDEZVOUS_TIMEOUT
 
-RENDEZVOUS = "gpulab.dev/rendezvous"
-RENDEZVOUS_TIMEOUT = "gpulab.dev/rendezvous-timeout"
 TIMEOUT_REASON = "Error"  # the container exits non-zero: the kubelet's reason
-
-
-def rendezvous_settings(record: dict) -> tuple[bool, float | None]:
-    """(is a rendezvous Job, its timeout in seconds or None) from the Job's annotations."""
-    ann = (record.get("raw", {}).get("metadata") or {}).get("annotations") or {}
-    value = ann.get(RENDEZVOUS)
-    if value is None:
-        return False, None
-    if value not in ("true", "false"):
-        raise GpuLabError(f'Job.batch "{record["name"]}": annotation {RENDEZVOUS}: must be "true" or '
-                          f'"false", not "{value}"')
-    timeout = ann.get(RENDEZVOUS_TIMEOUT)
-    seconds = parse_duration(timeout, RENDEZVOUS_TIMEOUT) if timeout is not None else None
-    return value == "true", seconds
 
 
 @dataclass
