@@ -38,6 +38,8 @@ from .cluster import SCHEDULER, LocalCluster
 
 DEVICES_ANNOTATION = "gpulab.dev/devices"
 SYSTEM_NAMESPACES = {"kube-system", "kube-public", "kube-node-lease", "default"}
+ADDON_NAMESPACES = {"kueue-system"}  # installed by `gpu-lab up --with kueue`: reset keeps them
+KUEUE_API = "kueue.x-k8s.io/v1beta2"
 _CLUSTER_SCOPED = {"Namespace", "PriorityClass", "Node"}
 _TERMINAL = ("Succeeded", "Failed")
 #: while waiting, how often to look whether every process the wait needs still runs
@@ -490,18 +492,40 @@ class LocalSession(Session):
         for pc in self.client.list("PriorityClass")["items"]:
             if not pc["metadata"]["name"].startswith("system-"):
                 self.client.delete("PriorityClass", pc["metadata"]["name"], missing_ok=True)
+        self._delete_kueue_objects()
         for ns in ns_names:
-            if ns not in SYSTEM_NAMESPACES:
+            if ns not in SYSTEM_NAMESPACES | ADDON_NAMESPACES:
                 self.client.delete("Namespace", ns, missing_ok=True)
         for n in self.client.list("Node")["items"]:
             self.client.delete("Node", n["metadata"]["name"], missing_ok=True)
+        # A namespace being deleted still exists: the next apply of the same one would fail.
         self._wait(lambda: not self._user_pods() and not self.client.list("Node")["items"]
-                   and not self._pod_groups_left(), "the lab to empty")
+                   and not self._pod_groups_left() and not self._user_namespaces(), "the lab to empty")
         self.agents, self._created, self._expected_pods = [], [], 0
         # also a configuration an earlier session or `gpu-lab up --scenario` left
         if self._custom_scheduler or self.cluster._saved_scheduler_config() is not None:
             self.cluster.set_scheduler_config(None, progress=lambda _m: None)
             self._custom_scheduler = False
+
+    def _user_namespaces(self) -> list[str]:
+        return [n["metadata"]["name"] for n in self.client.list("Namespace")["items"]
+                if n["metadata"]["name"] not in SYSTEM_NAMESPACES | ADDON_NAMESPACES]
+
+    def _delete_kueue_objects(self) -> None:
+        """Kueue's own objects, where Kueue runs (``up --with kueue``); its namespace stays."""
+        for kind in ("LocalQueue", "Workload"):
+            with contextlib.suppress(ApiError):
+                for obj in self.client.list(kind, api_version=KUEUE_API)["items"]:
+                    self.client.delete(kind, obj["metadata"]["name"], namespace=obj["metadata"]["namespace"],
+                                       missing_ok=True, api_version=KUEUE_API)
+        for kind in ("ClusterQueue", "ResourceFlavor", "Cohort", "WorkloadPriorityClass"):
+            with contextlib.suppress(ApiError):
+                for obj in self.client.list(kind, api_version=KUEUE_API)["items"]:
+                    self.client.delete(kind, obj["metadata"]["name"], missing_ok=True, api_version=KUEUE_API)
+
+    def _pod_manifests(self) -> dict[str, dict]:
+        return {f"{p['metadata'].get('namespace', 'default')}/{p['metadata']['name']}": p
+                for p in self._user_pods()}
 
     def close(self) -> None:
         """Stop this session's node agents (the control plane keeps running)."""
