@@ -32,7 +32,6 @@ import time
 from pathlib import Path
 
 import pandas as pd
-import yaml
 
 from ...errors import GpuLabError
 from ...model.scenario import load_documents, parse_scenario
@@ -91,47 +90,14 @@ def default_kubeconfig() -> Path:
     return Path(first or "~/.kube/config").expanduser()
 
 
-def _unsupported_auth(path: Path, context: str | None) -> str | None:
-    """What kind of credential a kubeconfig user has that the small client cannot use."""
-    try:
-        doc = yaml.safe_load(path.read_text()) or {}
-        ctx_name = context or doc.get("current-context")
-        ctx = next(
-            c.get("context") or {} for c in doc.get("contexts") or [] if c.get("name") == ctx_name
-        )
-        user = next(
-            u.get("user") or {} for u in doc.get("users") or [] if u.get("name") == ctx.get("user")
-        )
-    except (OSError, yaml.YAMLError, StopIteration, AttributeError):
-        return None
-    if user.get("exec"):
-        return f"an exec credential plugin ({(user['exec'] or {}).get('command', '?')})"
-    if user.get("auth-provider"):
-        return f"the {(user['auth-provider'] or {}).get('name', '?')} auth-provider"
-    if user.get("username") or user.get("password"):
-        return "basic authentication"
-    return None
-
-
 def open_client(
     kubeconfig: Path | str | None = None, context: str | None = None, timeout: float = 30.0
 ) -> KubeClient:
-    """A client for a kubeconfig's context; refuses credentials the client cannot send
-    (exec plugins, auth-providers) with one line instead of a later ``Unauthorized``."""
+    """A client for a kubeconfig's context. Client certificates, tokens and exec credential
+    plugins (EKS, GKE, AKS) work; a credential gpu-lab cannot send (an ``auth-provider``,
+    basic authentication) is refused with one line here, not as a later ``Unauthorized``."""
     path = Path(kubeconfig).expanduser() if kubeconfig else default_kubeconfig()
-    client = KubeClient.from_kubeconfig(path, context, timeout=timeout)
-    creds = client.creds
-    if not (creds.token or (creds.cert_file and creds.key_file)):
-        kind = _unsupported_auth(path, context)
-        if kind:
-            client.close()
-            raise GpuLabError(
-                f"{path}: context {creds.context!r} authenticates with {kind}, which gpu-lab's "
-                "client does not support yet; use a kubeconfig with a client certificate or a "
-                "token (e.g. a ServiceAccount token)"
-            )
-    return client
-
+    return KubeClient.from_kubeconfig(path, context, timeout=timeout)
 
 
 class KubeconfigSession(Session):

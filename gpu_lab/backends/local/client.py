@@ -1,5 +1,5 @@
 """A small Kubernetes REST client: JSON over HTTPS with ``requests``, TLS and client
-certificates from a kubeconfig.
+certificates, tokens or an exec credential plugin from a kubeconfig.
 
 It does what gpu-lab needs and no more: get, list, create, update (also of a
 subresource such as ``status``), patch (merge, strategic-merge, JSON or server-side apply),
@@ -239,7 +239,8 @@ class KubeClient:
         stream: bool = False,
         timeout: float | tuple[float, float | None] | None = None,
     ) -> requests.Response:
-        """One HTTP request; raises :class:`ApiError` on an HTTP error status."""
+        """One HTTP request; raises :class:`ApiError` on an HTTP error status. With an exec
+        credential plugin, its (cached) token or certificate goes with the request."""
         headers = {}
         data = None
         if body is not None:
@@ -250,15 +251,35 @@ class KubeClient:
                 raise ApiError(413, "RequestEntityTooLarge",
                                f"Request entity too large: limit is {MAX_REQUEST_BYTES}")
         clean = {k: v for k, v in (params or {}).items() if v is not None}
+        plugin = self.creds.exec
+        cred = plugin.credential() if plugin else None
+        resp = self._send(method, path, clean, data, headers, stream, timeout, cred)
+        if resp.status_code == 401 and plugin is not None and cred is not None:
+            # client-go's rule: a 401 means the plugin's credential was revoked or rotated
+            # early; run the plugin again (once) and repeat the request with the new one
+            resp.close()
+            cred = plugin.refresh(cred)
+            resp = self._send(method, path, clean, data, headers, stream, timeout, cred)
+        _raise_for(resp)
+        return resp
+
+    def _send(self, method, path, params, data, headers, stream, timeout, cred):
+        extra: dict[str, Any] = {}
+        if cred is not None:
+            if cred.token:
+                headers = {**headers, "Authorization": f"Bearer {cred.token}"}
+            if cred.cert_file and cred.key_file:
+                extra["cert"] = (cred.cert_file, cred.key_file)
         try:
-            resp = self.session.request(
+            return self.session.request(
                 method,
                 self.server + path,
-                params=clean,
+                params=params,
                 data=data,
                 headers=headers,
                 stream=stream,
                 timeout=self.timeout if timeout is None else timeout,
+                **extra,
             )
         except requests.exceptions.SSLError as exc:
             raise Unreachable(f"TLS error talking to {self.server}: {exc}") from exc
@@ -266,8 +287,6 @@ class KubeClient:
             raise Unreachable(f"cannot connect to the API server at {self.server}") from exc
         except requests.exceptions.Timeout as exc:
             raise Unreachable(f"the API server at {self.server} did not answer in time") from exc
-        _raise_for(resp)
-        return resp
 
     def _json(self, method: str, path: str, **kw) -> dict:
         resp = self.request(method, path, **kw)

@@ -4,6 +4,12 @@ Written kubeconfigs name the certificate files by absolute path (they live in th
 ``pki/``), so ``kubectl --kubeconfig <lab>/kubeconfig`` works and nothing secret is
 copied around. :func:`load` also understands ``*-data`` fields (base64 PEM), as in
 kubeconfigs written by kind or cloud CLIs, and materialises them as 0600 temp files.
+
+Users authenticate the ways client-go supports without a browser: a client certificate, a
+``token`` or ``tokenFile``, or an ``exec`` credential plugin (EKS, GKE, AKS; see
+:mod:`gpu_lab.backends.local.execcredential`). ``auth-provider`` (the in-tree gcp, azure and
+oidc providers) and basic authentication are refused with one line naming the exec plugin
+to use instead.
 """
 
 from __future__ import annotations
@@ -19,6 +25,8 @@ from pathlib import Path
 import yaml
 
 from gpu_lab.errors import GpuLabError
+
+from . import execcredential
 
 
 class KubeconfigError(GpuLabError):
@@ -36,6 +44,9 @@ class Credentials:
     token: str | None = None
     insecure: bool = False
     context: str = ""
+    #: the user's exec credential plugin (shared by every client of these credentials);
+    #: the client asks it for a token or certificate before each request
+    exec: execcredential.ExecPlugin | None = None
 
 
 def render(
@@ -102,12 +113,37 @@ def _cleanup() -> None:
             os.unlink(p)
 
 
-def _materialise(b64: str, suffix: str) -> str:
+def materialise(data: bytes, suffix: str) -> str:
+    """``data`` (PEM) in a 0600 temp file, removed when the process exits."""
     fd, path = tempfile.mkstemp(prefix="gpu-lab-kubeconfig-", suffix=suffix)
     with os.fdopen(fd, "wb") as f:
-        f.write(base64.b64decode(b64))
+        f.write(data)
     _TEMP.append(path)
     return path
+
+
+def _materialise(b64: str, suffix: str) -> str:
+    return materialise(base64.b64decode(b64), suffix)
+
+
+#: auth-provider name -> the exec plugin that replaces it (kubectl dropped the in-tree gcp
+#: and azure providers in Kubernetes 1.26; oidc has no in-tree successor but kubelogin)
+AUTH_PROVIDER_PLUGINS = {
+    "gcp": "gke-gcloud-auth-plugin (`gcloud components install gke-gcloud-auth-plugin`, then "
+    "`gcloud container clusters get-credentials` writes the exec stanza)",
+    "azure": "kubelogin (`kubelogin convert-kubeconfig -l azurecli` writes the exec stanza)",
+    "oidc": "kubelogin (int128/kubelogin: `kubectl oidc-login setup` prints the exec stanza; "
+    "log in once in a shell so that it answers from its token cache)",
+}
+
+
+def _refuse_auth_provider(source: Path, user_name: str, provider: object) -> None:
+    name = (provider or {}).get("name", "?") if isinstance(provider, dict) else "?"
+    instead = AUTH_PROVIDER_PLUGINS.get(name, "the provider's exec credential plugin")
+    raise KubeconfigError(
+        f"{source}: user {user_name!r} authenticates with the {name!r} auth-provider, which "
+        f"gpu-lab does not run; use an exec credential plugin instead: {instead}"
+    )
 
 
 def _named(items: list | None, name: str, what: str, source: Path) -> dict:
@@ -148,10 +184,43 @@ def load(path: Path | str, context: str | None = None) -> Credentials:
             return _materialise(obj[f"{field}-data"], suffix)
         return _path(obj.get(field), base)
 
+    user_name = ctx.get("user", "")
     token = user.get("token")
     if not token and user.get("tokenFile"):
-        with contextlib.suppress(OSError):
-            token = Path(_path(user["tokenFile"], base) or "").read_text().strip()
+        token_file = Path(_path(user["tokenFile"], base) or "")
+        try:
+            token = token_file.read_text().strip()
+        except OSError as exc:
+            raise KubeconfigError(
+                f"{source}: cannot read tokenFile {token_file} of user {user_name!r}: "
+                f"{exc.strerror}"
+            ) from exc
+    has_cert = bool(user.get("client-certificate") or user.get("client-certificate-data"))
+    plugin = None
+    if user.get("exec") and user.get("auth-provider"):
+        raise KubeconfigError(
+            f"{source}: invalid configuration: authProvider cannot be provided in combination "
+            f"with an exec plugin for {user_name}"
+        )
+    if user.get("exec") and not token:  # as in client-go, a static token wins over exec
+        try:
+            cfg = execcredential.parse_config(user["exec"], user_name, base)
+            info = (
+                execcredential.cluster_info(cluster, base)
+                if cfg.provide_cluster_info
+                else {"server": cluster["server"]}  # only keys the shared runner
+            )
+        except execcredential.ExecCredentialError as exc:
+            raise execcredential.ExecCredentialError(f"{source}: {exc}") from None
+        plugin = execcredential.plugin_for(cfg, info)
+    elif user.get("auth-provider") and not (token or has_cert):
+        _refuse_auth_provider(source, user_name, user["auth-provider"])
+    elif (user.get("username") or user.get("password")) and not (token or has_cert):
+        raise KubeconfigError(
+            f"{source}: user {user_name!r} authenticates with basic authentication (username "
+            "and password), which kube-apiserver no longer accepts (removed in Kubernetes "
+            "1.19); use a client certificate, a token or an exec credential plugin"
+        )
     return Credentials(
         server=cluster["server"].rstrip("/"),
         ca_file=pick(cluster, "certificate-authority", ".crt"),
@@ -160,4 +229,5 @@ def load(path: Path | str, context: str | None = None) -> Credentials:
         token=token,
         insecure=bool(cluster.get("insecure-skip-tls-verify")),
         context=ctx_name,
+        exec=plugin,
     )
