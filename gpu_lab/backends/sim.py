@@ -346,6 +346,7 @@ class SimSession(Session):
             self._snapshot.set_nodes(self._nodes.values())
             refs += [f"node/{n.name}" for n in sc.nodes]
             self._fleet = None
+            self._generation += 1  # the autoscaler looks again: pods may now move
         self._pool_docs += sc.node_pools
         if sc.autoscaler is not None or any((p.get("spec") or {}).get("autoscaling") for p in sc.node_pools):
             self._start_autoscaler(sc.autoscaler)

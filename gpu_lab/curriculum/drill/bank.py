@@ -153,7 +153,7 @@ def validate_bank(data: Any, lessons_dir: Path | str | None | object = _DEFAULT)
         if "see_also" in q:
             sa = q["see_also"]
             if not isinstance(sa, list) or not all(isinstance(s, str) and _SEE_ALSO.match(s) for s in sa):
-                errors.append(f"{where}: see_also must be a list of lesson slugs like 06_gang_scheduling")
+                errors.append(f"{where}: see_also must be a list of lesson slugs like 07_gang_scheduling")
     return errors
 
 

@@ -104,13 +104,10 @@ class ClusterAutoscalerController(Controller):
                 node = pool.node(int(name.rsplit("-", 1)[1]))
                 self.provisioning[name] = node
                 self.cluster.wake_at(action.ready_at, self, name)
-            self.events.append((now, Event(f"Pod {', '.join(action.pods[:1]) or '-'}", action.reason,
-                                           action.message)))
-            return False
+            return False  # the model's own Events say so, in cluster-autoscaler's words
         if isinstance(action, ScaleDown):
             self.cluster.remove_node(action.node, f"{action.reason}: {action.message}")
             self.joined_at.pop(action.node, None)
-            self.events.append((now, Event(f"Node {action.node}", action.reason, action.message)))
             return True
         if isinstance(action, Cordon):
             self.cluster.cordon(action.node)

@@ -150,7 +150,8 @@ class JobController(Controller):
     def sync(self) -> bool:
         changed = False
         while self._dirty:
-            key = self._dirty.pop()
+            key = min(self._dirty)  # not set.pop(): its order follows string hashing, per process
+            self._dirty.discard(key)
             job = self.jobs.get(key)
             if job is not None and not job.finished:
                 changed |= self._sync_job(job)

@@ -49,7 +49,8 @@ class ReplicaSetController(Controller):
         changed = False
         classes = None
         while self._dirty:
-            key = self._dirty.pop()
+            key = min(self._dirty)  # not set.pop(): its order follows string hashing, per process
+            self._dirty.discard(key)
             record, count = self.sets[key], self._missing[key]
             self._missing[key] = 0
             classes = classes or self.cluster.priority_classes()
