@@ -41,6 +41,7 @@ from ..sim.clock import EventQueue
 from ..sim.controllers.base import Controller
 from ..sim.controllers.clusterautoscaler import ClusterAutoscalerController
 from ..sim.controllers.job import JobController
+from ..sim.controllers.kueue import KueueController
 from ..sim.controllers.replicaset import ReplicaSetController
 from ..sim.explain import Explanation, build_explanation
 from ..sim.plugins.defaultpreemption import lower_priority_nominated
@@ -196,6 +197,10 @@ class _Cluster:
         """Pods the scheduler tried and could not place (not those waiting on a gate)."""
         return [r.pod for r in self._s._pending() if r.attempts and r.nominated_node is None]
 
+    def pod_phase(self, key: str) -> str | None:
+        rec = self._s._records.get(key)
+        return rec.phase if rec is not None else None
+
     def generation(self) -> int:
         """Bumped by every node change and every pod created, bound or freed."""
         return self._s._generation
@@ -289,7 +294,8 @@ class SimSession(Session):
         cluster = _Cluster(self)
         self._jobs = JobController(cluster)
         self._replicasets = ReplicaSetController(cluster)
-        self._controllers: list[Controller] = [self._jobs, self._replicasets]
+        self._kueue = KueueController(cluster, self._jobs)
+        self._controllers: list[Controller] = [self._kueue, self._jobs, self._replicasets]
         self._rendezvous = Rendezvous(self._finish_at, self._cancel_finish, self._fail_pod,
                                       lambda at, job: self._timeline.push(at, "rendezvous", job))
         self._rendezvous_jobs: dict[str, float | None] = {}  # job key -> work seconds (None: forever)
@@ -325,6 +331,8 @@ class SimSession(Session):
             if p.annotations.get(DURATION_ANNOTATION):
                 parse_duration(p.annotations[DURATION_ANNOTATION])
         at_of, rendezvous = self._plan(sc)
+        if sc.kueue:
+            self._kueue.check(sc.kueue)
 
         refs: list[str] = []
         self._add_pod_groups(sc.pod_groups)
@@ -348,6 +356,9 @@ class SimSession(Session):
             self._fleet = None
             self._generation += 1  # the autoscaler looks again: pods may now move
         self._pool_docs += sc.node_pools
+        if sc.kueue:
+            self._kueue.add(sc.kueue + [d for d in sc.documents if d.get("kind") == "Namespace"])
+            refs += [f"{d.get('kind', '').lower()}/{(d.get('metadata') or {}).get('name')}" for d in sc.kueue]
         if sc.autoscaler is not None or any((p.get("spec") or {}).get("autoscaling") for p in sc.node_pools):
             self._start_autoscaler(sc.autoscaler)
             refs += ["autoscaler"] if sc.autoscaler is not None else []
@@ -399,6 +410,10 @@ class SimSession(Session):
         return at_of, rendezvous
 
     def _add_workload(self, record: dict, pods: list[Pod]) -> None:
+        if self._kueue.manages(record):  # Kueue's webhook suspends it: no pods until admitted
+            self._jobs.add(record, [], suspended=True)
+            self._kueue.submit(record)
+            return
         if record["kind"] == "Job":
             self._jobs.add(record, pods)
         else:

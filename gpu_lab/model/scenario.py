@@ -59,6 +59,7 @@ class Scenario:
     workloads: list[dict] = field(default_factory=list)  # see workloads.expand_workload
     pod_groups: list[PodGroup] = field(default_factory=list)  # scheduling.k8s.io PodGroups (gangs)
     autoscaler: Any = None  # sim.autoscaler.AutoscalerSpec of the Autoscaler document, if any
+    kueue: list[dict] = field(default_factory=list)  # kueue.x-k8s.io objects (sim/kueue checks them)
     documents: list[dict] = field(default_factory=list)
 
 
@@ -204,6 +205,8 @@ def _parse_scenario(docs, known_priority_classes, first_created, names) -> Scena
                 _claim(seen, "Node", "", n.name)
             sc.node_pools.append(doc)
             sc.nodes += nodes
+        elif _is_kueue(gvk):
+            sc.kueue.append(doc)
         elif gvk == AUTOSCALER:
             from ..sim.autoscaler import parse_autoscaler  # the model's own validation
 
@@ -239,7 +242,18 @@ def _parse_scenario(docs, known_priority_classes, first_created, names) -> Scena
             sc.pods += pods
             created += len(pods)
     check_timing(sc)  # gpu-lab's clock annotations: refused alike on every backend
+    if sc.kueue:  # as Kueue's CRDs and webhooks admit them (a Namespace's labels matter to them)
+        from ..sim.kueue import parse_kueue
+
+        parse_kueue(sc.kueue + [d for d in docs if _gvk(d) == ("v1", "Namespace")])
     return sc
+
+
+KUEUE_GROUPS = ("kueue.x-k8s.io/", "config.kueue.x-k8s.io/")
+
+
+def _is_kueue(gvk: tuple[str, str]) -> bool:
+    return isinstance(gvk[0], str) and gvk[0].startswith(KUEUE_GROUPS)
 
 
 def _device_count(node: Node) -> int:
@@ -276,7 +290,7 @@ def _check_kind(doc: dict) -> None:
         data = json.dumps(doc, sort_keys=True, separators=(",", ":"), default=str)
         missing = "Kind" if not kind else "apiVersion"
         raise GpuLabError(f"Object '{missing}' is missing in '{data}'")
-    if (api_version, kind) not in KINDS:
+    if (api_version, kind) not in KINDS and not _is_kueue((api_version, kind)):
         raise GpuLabError(f'no matches for kind "{kind}" in version "{api_version}"')
 
 
