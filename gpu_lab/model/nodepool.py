@@ -22,6 +22,7 @@ labels, the same capacity, the same device IDs. ``NodePool`` is our own kind:
       mig: {config: all-balanced}    # mig-parted config name, applied to every node of the pool
       autoscaling: {minCount: 0, maxCount: 8, provisioningDelay: 5m}  # optional: see below
       pricePerHour: 98.32            # optional: USD per node-hour, over the catalog's price
+      dra: {}                        # optional: NVIDIA's DRA driver instead of the device plugin
 
 ``mig.config`` names one of NVIDIA's predefined mig-parted configs for the GPU
 model (``all-disabled``, ``all-enabled``, ``all-<profile>``, ``all-balanced``;
@@ -67,6 +68,13 @@ on demand, for an autoscaler adding nodes later. ``pricePerHour`` (USD per
 node-hour, a number) replaces the catalog price, GPUs x per-GPU price
 (``gpu_lab.gpus.pricing``), for cost figures.
 
+``dra`` hands the pool's GPUs to NVIDIA's DRA driver (``gpu.nvidia.com``): the
+nodes advertise no ``nvidia.com/*`` resources (GFD's labels stay) and the GPUs
+are published as ``resource.k8s.io/v1`` ResourceSlices instead (whole GPUs, the
+static MIG devices of ``mig``, or with ``dra: {dynamicMIG: true}`` every MIG
+placement as a partitionable device; see ``gpu_lab.backends.local.resourceslices``).
+It cannot be combined with ``devicePlugin``, nor ``dynamicMIG`` with ``mig``.
+
 Like the API server, validation reports every error of a pool at once: one
 error reads ``NodePool "x": spec.count: Required value``, several read
 ``NodePool "x" is invalid: [spec.count: ..., spec.gpu.model: ...]`` in spec
@@ -106,7 +114,8 @@ DEFAULT_PODS = 110
 MAX_NODES = 5000  # Kubernetes supports clusters of up to 5,000 nodes
 DEFAULT_EPHEMERAL_STORAGE = "100Gi"
 SPEC_FIELDS = ("count", "autoscaling", "gpu", "cpu", "memory", "ephemeralStorage", "pods",
-               "instanceType", "pricePerHour", "labels", "taints", "devicePlugin", "mig")
+               "instanceType", "pricePerHour", "labels", "taints", "devicePlugin", "mig", "dra")
+DRA_FIELDS = ("dynamicMIG",)
 AUTOSCALING_FIELDS = ("minCount", "maxCount", "provisioningDelay")
 # VM boot and kubelet registration, then the GPU driver and the device plugin (module docstring).
 DEFAULT_PROVISIONING_DELAY = "5m"
@@ -309,6 +318,7 @@ class _Pool:
         self.taints = self.check(_taints, spec.get("taints"), "spec.taints", self.fail, default=[])
         self.read_device_plugin(spec.get("devicePlugin"))
         self.check(self.read_mig, spec.get("mig"))
+        self.dra = self.check(self.read_dra, spec.get("dra"))
         if not self.errors and self.model is not None and self.gpus:
             try:  # what a node of the pool advertises must fit the kubelet's gRPC limit
                 self.gpu_state(f"{name}-0")
@@ -517,8 +527,34 @@ class _Pool:
             msg = str(err).removeprefix("mig-parted config: ")
             self.fail(field, msg)
         self.mig_config = name
-        if self.strict and not self.plugin_invalid:
+        if self.strict and not self.plugin_invalid and self.spec.get("dra") is None:
             self.check_plugin_starts()
+
+    def read_dra(self, dra: Any) -> dict | None:
+        """``spec.dra``: NVIDIA's DRA driver publishes the GPUs as ResourceSlices instead of the
+        device plugin advertising ``nvidia.com/*`` (see gpu_lab.backends.local.resourceslices)."""
+        if dra is None:
+            return None
+        if not isinstance(dra, dict):
+            self.fail("spec.dra", f"must be a mapping (known fields: {', '.join(DRA_FIELDS)})")
+        for field in sorted(set(dra) - set(DRA_FIELDS)):
+            self.record(f"spec.dra.{field}", f"unknown field (known: {', '.join(DRA_FIELDS)})")
+        dynamic = dra.get("dynamicMIG", False)
+        if not isinstance(dynamic, bool):
+            self.fail("spec.dra.dynamicMIG", f"Invalid value: {dynamic!r}: must be true or false")
+        if self.model is None or not self.gpus:
+            if not self.gpu_invalid:
+                self.fail("spec.dra", "the DRA driver needs GPUs (spec.gpu.model and spec.gpu.count)")
+            raise _Stop
+        if self.device_plugin is not None:
+            self.fail("spec.devicePlugin", "Forbidden: the pool's GPUs are published by NVIDIA's DRA "
+                      "driver (spec.dra), which replaces the device plugin")
+        if dynamic and not self.model.mig_capable:
+            self.fail("spec.dra.dynamicMIG", f"Invalid value: true: {self.model.name} GPUs do not support MIG")
+        if dynamic and self.spec.get("mig") is not None:
+            self.fail("spec.mig", "Forbidden: with spec.dra.dynamicMIG the driver creates MIG devices when "
+                      "claims are allocated; remove spec.mig")
+        return {"dynamicMIG": dynamic}
 
     def check_plugin_starts(self) -> None:
         """Refuse layouts the device plugin would refuse, rather than build a broken node."""
@@ -571,10 +607,11 @@ class _Pool:
         if self.model is not None and self.gpus:
             state = self.gpu_state(name)
             labels.update(state.labels)
-            capacity.update(state.capacity)
-            devices = state.devices
-            if state.warnings:
-                raw["warnings"] = list(state.warnings)
+            if self.dra is None:  # a DRA pool's GPUs are ResourceSlices, not extended resources
+                capacity.update(state.capacity)
+                devices = state.devices
+                if state.warnings:
+                    raw["warnings"] = list(state.warnings)
         labels.update(self.user_labels)
         return Node(
             name=name,

@@ -258,7 +258,7 @@ KNOWN = "A100-40GB, A100-80GB, A10G, H100-80GB, H200-141GB, L4, L40S, T4"
          f"NodePool \"h100\" is invalid: spec.ephemeralStorage: quantities must match the regular expression '{QUANTITY_PATTERN}'"),
         ({"gpus": 8}, 'NodePool "h100" is invalid: spec.gpus: unknown field (known: count, autoscaling, gpu, cpu, '
                       "memory, ephemeralStorage, pods, instanceType, pricePerHour, labels, taints, devicePlugin, "
-                      "mig)"),
+                      "mig, dra)"),
         ({"taints": [{"key": "gpu", "effect": "NoRun"}]},
          'NodePool "h100" is invalid: spec.taints[0].effect: Unsupported value: "NoRun": '
          'supported values: "NoSchedule", "PreferNoSchedule", "NoExecute"'),
@@ -597,7 +597,7 @@ def test_metadata_and_unknown_fields_join_the_list():
     assert msg.startswith('NodePool "H100" is invalid: [metadata.name: Invalid value: "H100": a lowercase '
                           "RFC 1123 label")
     known = ("count, autoscaling, gpu, cpu, memory, ephemeralStorage, pods, instanceType, pricePerHour, labels, "
-             "taints, devicePlugin, mig")
+             "taints, devicePlugin, mig, dra")
     assert msg.endswith(f", spec.gpus: unknown field (known: {known}), spec.replicas: unknown field (known: "
                         f"{known}), spec.count: Invalid value: -1: must be greater than or equal to 0]")
 

@@ -121,15 +121,15 @@ def _last_line(text: str) -> str:
 def start(lab, scenario: str | Path, timeout: float = 60.0,
           progress: Callable[[str], object] | None = None) -> str:
     """(Re)start the node agent for ``scenario``'s nodes; return its "ready" line."""
-    from ...model.scenario import load_scenario
     from .cluster import LocalClusterError
+    from .nodeagent import nodes_of
 
     scenario = str(Path(scenario).absolute())
     stop(lab)
     log = log_path(lab)
     lab.pids_dir.mkdir(parents=True, exist_ok=True)
     log.parent.mkdir(parents=True, exist_ok=True)
-    if not load_scenario(scenario).nodes:  # one clear line, before any process starts
+    if not nodes_of(scenario):  # one clear line, before any process starts
         raise GpuLabError(f"{scenario}: no Nodes or NodePools for the node agent to run")
     env = quiet_grpc_env()
     root = str(Path(__file__).resolve().parents[3])

@@ -85,9 +85,9 @@ def start_agent(lab: LocalCluster, scenario: str, progress=_progress, timeout: f
 
 def cmd_up(args) -> int:
     if args.scenario:  # bad input is one line (exit 2) before anything starts
-        from ...model.scenario import load_scenario
+        from .nodeagent import nodes_of
 
-        if not load_scenario(args.scenario).nodes:
+        if not nodes_of(args.scenario):
             raise GpuLabError(f"{args.scenario}: no Nodes or NodePools for the node agent to run")
     addons = list(dict.fromkeys(getattr(args, "addons", None) or []))
     kueue_settings = None

@@ -68,6 +68,7 @@ BUILTIN: dict[tuple[str, str], tuple[str, bool]] = {
     ("resource.k8s.io/v1", "ResourceClaim"): ("resourceclaims", True),
     ("resource.k8s.io/v1", "ResourceClaimTemplate"): ("resourceclaimtemplates", True),
     ("resource.k8s.io/v1", "ResourceSlice"): ("resourceslices", False),
+    ("resource.k8s.io/v1", "DeviceTaintRule"): ("devicetaintrules", False),
 }
 
 PATCH_TYPES = {

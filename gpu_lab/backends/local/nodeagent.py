@@ -20,6 +20,13 @@ a real API server:
   ``restart_plugin(node)`` restores it. Pools whose devices the fake plugin cannot
   advertise yet (MIG layouts under ``single``/``mixed``) and plain Node manifests
   listing ``nvidia.com/*`` capacity get a device manager with fixed devices instead.
+* **DRA**: the nodes of a NodePool with ``spec.dra`` run NVIDIA's DRA driver instead of a
+  device plugin: the agent installs its DeviceClasses and publishes each node's
+  ResourceSlices (``resourceslices``); a pod with ResourceClaims is "prepared" as the
+  kubelet and the driver's kubelet plugin do it (``draprepare``): its devices go in the same
+  annotations (keyed ``gpu.nvidia.com``, or the extended resource the scheduler's claim
+  serves), plus ``gpulab.dev/cdi-devices``; a claim not ready yet gets a
+  ``FailedPrepareDynamicResources`` event and another try a second later.
 * **Pods** bound to its nodes: admission as the kubelet does it (device-manager
   ``Allocate`` for every container first, through the plugin's
   ``GetPreferredAllocation`` and ``Allocate``; then the resource-fit predicate), then
@@ -76,9 +83,11 @@ from ...deviceplugin.manager import (
 )
 from ...errors import GpuLabError
 from ...model.objects import Node
+from . import draprepare as dra
 from . import nodestatus as ns
 from . import podlifecycle as pl
-from .client import ApiError, KubeClient, NotFound, Unreachable
+from . import resourceslices as rs
+from .client import AlreadyExists, ApiError, KubeClient, NotFound, Unreachable
 from .simnode import NodeAgentError, PodState, SimNode
 from .watch import CancellableWatch
 
@@ -92,6 +101,7 @@ BOUND_PODS = "spec.nodeName!="
 NOT_READY_TAINT = "node.kubernetes.io/not-ready"
 NOT_READY_WAIT_S = 10.0
 TERMINAL = ("Succeeded", "Failed")
+PREPARE_RETRY_S = 1.0  # a pod whose ResourceClaims cannot be prepared yet is tried again
 #: each running agent keeps ``WORK_DIR/agents/<pid>-<n>.json`` fresh, so that ``gpu-lab
 #: status`` (another process) can show it and its device plugins with their health
 AGENTS_DIR = "agents"
@@ -143,7 +153,7 @@ class NodeAgent:
         self._watch_thread: threading.Thread | None = None
         self._watcher: CancellableWatch | None = None
         self._clients: list[KubeClient] = []
-        self._timers: list[tuple[float, int, str, str]] = []
+        self._timers: list[tuple[float, int, str, str, str]] = []
         self._timer_seq = itertools.count()
         self._timer_cond = threading.Condition()
         self._started = False
@@ -198,6 +208,7 @@ class NodeAgent:
                 ev.wait(max(0.1, t0 + timeout - time.monotonic()))
             for sn in self.nodes.values():
                 self._register(client, sn)
+            self._publish_dra(client)
             self._wait_schedulable(client, t0 + timeout)
             self._spawn(self._status_loop, "nodeagent-status")
             self._generation += 1
@@ -325,6 +336,12 @@ class NodeAgent:
             for sn in self.nodes.values():
                 with contextlib.suppress(ApiError, Unreachable):
                     client.delete("Node", sn.name, missing_ok=True)
+                if sn.dra_devices:  # else the garbage collector removes them with the Node
+                    with contextlib.suppress(ApiError, Unreachable):
+                        for o in client.list("ResourceSlice", api_version=rs.API_VERSION,
+                                             field_selector=f"spec.nodeName={sn.name}")["items"]:
+                            client.delete("ResourceSlice", o["metadata"]["name"],
+                                          api_version=rs.API_VERSION, missing_ok=True)
                 with contextlib.suppress(ApiError, Unreachable):
                     client.delete(
                         "Lease",
@@ -516,6 +533,8 @@ class NodeAgent:
                     self._on_pod(client, sn, a, b)
                 elif what == "complete":
                     self._complete(client, sn, a, b)
+                elif what == "prepare":
+                    self._retry_prepare(client, sn, a)
                 elif what == "sync":
                     for uid in [u for u in sn.pods if u not in a]:
                         self._forget(sn, uid)
@@ -628,6 +647,16 @@ class NodeAgent:
             m.release(st.uid)
             self._reject(client, sn, st, pod, *failure)
             return
+        cdi: dict[str, list[str]] = {}
+        if dra.uses_claims(pod):
+            prepared = self._prepare_claims(client, sn, st, pod)
+            if prepared is None:
+                m.release(st.uid)
+                return
+            for container, per in prepared.devices.items():
+                devices.setdefault(container, {}).update(per)
+                envs.setdefault(container, {}).update(prepared.env[container])
+            cdi = prepared.cdi
         st.admitted = True
         spec = pod.get("spec") or {}
         pod_ip = sn.ip if spec.get("hostNetwork") else sn.next_pod_ip()
@@ -639,6 +668,8 @@ class NodeAgent:
                 pl.DEVICES_ANNOTATION: json.dumps(devices, sort_keys=True),
                 pl.ENV_ANNOTATION: json.dumps(envs, sort_keys=True),
             }
+            if cdi:
+                body["metadata"]["annotations"][pl.CDI_ANNOTATION] = json.dumps(cdi, sort_keys=True)
         try:
             client.patch(
                 "Pod", meta["name"], body, namespace=meta["namespace"],
@@ -651,6 +682,68 @@ class NodeAgent:
             return
         log.info("%s: %s running%s", sn.name, st.key, f" with {devices}" if devices else "")
         self._schedule_end(sn, st, pod, fresh=True)
+
+    # ------------------------------------------------------------------ DRA
+    def _publish_dra(self, client: KubeClient) -> None:
+        """NVIDIA's DRA driver on the DRA nodes: its DeviceClasses (what its Helm chart
+        installs; one that exists is left alone) and each node's ResourceSlices."""
+        dra_nodes = [sn for sn in self.nodes.values() if sn.dra_devices]
+        if not dra_nodes:
+            return
+        for dc in rs.device_classes():
+            with contextlib.suppress(AlreadyExists):
+                client.create(dc)
+        for sn in dra_nodes:
+            old = client.list("ResourceSlice", api_version=rs.API_VERSION,
+                              field_selector=f"spec.nodeName={sn.name},spec.driver={rs.DRIVER}")["items"]
+            generation = max((o["spec"]["pool"].get("generation", 0) for o in old), default=0)
+            for o in old:  # the kubelet's slice controller bumps the pool's generation instead
+                client.delete("ResourceSlice", o["metadata"]["name"], api_version=rs.API_VERSION,
+                              missing_ok=True)
+            for body in rs.resource_slices(sn.node, sn.uid, generation + 1):
+                try:
+                    client.create(body)
+                except ApiError as err:
+                    raise NodeAgentError(f"cannot publish the ResourceSlices of {sn.name}: {err}") from None
+            log.info("%s: published %d DRA device(s) of driver %s", sn.name, len(sn.dra_devices), rs.DRIVER)
+
+    def _prepare_claims(self, client: KubeClient, sn: SimNode, st: PodState, pod: dict):
+        """The kubelet's PrepareResources: the pod's claims' devices, or None (then a Warning
+        event and another try in a second, as the kubelet retries)."""
+        namespace = pod["metadata"]["namespace"]
+
+        def get_claim(name: str) -> dict | None:
+            try:
+                return client.get("ResourceClaim", name, namespace, api_version=rs.API_VERSION)
+            except NotFound:
+                return None
+
+        try:
+            return dra.prepare(pod, sn.name, sn.dra_devices, get_claim)
+        except dra.NotPrepared as err:
+            message = f"Failed to prepare dynamic resources: prepare dynamic resources: {err}"
+            if message != st.prepare_error:
+                st.prepare_error = message
+                log.info("%s: %s: %s", sn.name, st.key, message)
+                self._event(client, sn, pod, "FailedPrepareDynamicResources", message)
+            with self._timer_cond:
+                heapq.heappush(self._timers, (self.now() + PREPARE_RETRY_S, next(self._timer_seq),
+                                              sn.name, st.uid, "prepare"))
+                self._timer_cond.notify_all()
+            return None
+
+    def _retry_prepare(self, client: KubeClient, sn: SimNode, uid: str) -> None:
+        st = sn.pods.get(uid)
+        if st is None or st.admitted or st.terminal or st.deleting:
+            return
+        namespace, name = st.key.split("/", 1)
+        try:
+            pod = client.get("Pod", name, namespace)
+        except NotFound:
+            self._forget(sn, uid)
+            return
+        if pod["metadata"].get("uid") == uid and not pod["metadata"].get("deletionTimestamp"):
+            self._admit(client, sn, st, pod)
 
     def _reject(
         self, client: KubeClient, sn: SimNode, st: PodState, pod: dict, reason: str, message: str
@@ -712,9 +805,8 @@ class NodeAgent:
         started = None if fresh else pl.parse_time(st.started)
         remaining = seconds if started is None else max(0.0, started + seconds - time.time())
         with self._timer_cond:
-            heapq.heappush(
-                self._timers, (self.now() + remaining, next(self._timer_seq), sn.name, st.uid)
-            )
+            heapq.heappush(self._timers, (self.now() + remaining, next(self._timer_seq), sn.name,
+                                          st.uid, "complete"))
             self._timer_cond.notify_all()
 
     def _timer_loop(self) -> None:
@@ -728,8 +820,8 @@ class NodeAgent:
                     wait = self._timers[0][0] - now if self._timers else 1.0
                     self._timer_cond.wait(min(wait, 1.0))
                     continue
-            for _, _, node, uid in due:
-                self.nodes[node].queue.put(("complete", uid, None))
+            for _, _, node, uid, what in due:
+                self.nodes[node].queue.put((what, uid, None))
 
     def _complete(self, client: KubeClient, sn: SimNode, uid: str, _unused: Any) -> None:
         st = sn.pods.get(uid)
@@ -758,10 +850,12 @@ class NodeAgent:
 
 
 def nodes_of(scenario: str | Path) -> list[Node]:
-    """The Nodes a scenario file describes (NodePools expanded, Node manifests)."""
-    from ...model.scenario import load_scenario
+    """The Nodes a scenario file describes (NodePools expanded, Node manifests); its
+    resource.k8s.io objects are the API server's to check (see ``draobjects``)."""
+    from ...model.scenario import load_documents, parse_scenario
+    from .draobjects import is_dra
 
-    return list(load_scenario(scenario).nodes)
+    return list(parse_scenario([d for d in load_documents(scenario) if not is_dra(d)]).nodes)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -42,6 +42,8 @@ from ...model.quantity import QuantityError
 #: same annotation and Go-duration syntax as the simulator (gpu_lab.backends.sim)
 DEVICES_ANNOTATION = "gpulab.dev/devices"
 ENV_ANNOTATION = "gpulab.dev/env"
+#: {container: [CDI device IDs]} of a pod's DRA devices (what the runtime would inject)
+CDI_ANNOTATION = "gpulab.dev/cdi-devices"
 
 
 def pod_key(pod: Mapping[str, Any]) -> str:

@@ -32,7 +32,7 @@ from ..account import condition, scheduler_account
 from ..base import Session, Source
 from ..tables import NodeRow, PodRow
 from ..waiting import wait_settled
-from . import agentproc
+from . import agentproc, draobjects
 from .client import ApiError
 from .cluster import SCHEDULER, LocalCluster
 
@@ -138,6 +138,9 @@ class LocalSession(Session):
     def apply(self, src: Source) -> list[str]:
         docs = load_documents(src)
         self._ready()
+        # resource.k8s.io objects (DRA) are the API server's to judge: created as they are
+        dra_docs = sorted((d for d in docs if draobjects.is_dra(d)), key=draobjects.order)
+        docs = [d for d in docs if not draobjects.is_dra(d)]
         sc = parse_scenario(docs, known_priority_classes=self._priority_classes())  # same checks as sim
         refs: list[str] = []
         if sc.scheduler_config is not None:
@@ -152,9 +155,20 @@ class LocalSession(Session):
         # Pause the scheduler while objects and their controllers' pods are created, so it
         # sees the whole batch at once and pops it by priority then arrival, as the
         # simulator does, instead of racing the creation order.
+        evicting = [d["metadata"]["name"] for d in dra_docs if draobjects.evicts(d)]
+        bare = draobjects.bare_pods(self.client) if evicting else set()
         with self._scheduler_paused():
             order = {"Namespace": 0, "PriorityClass": 1}
-            for doc in sorted(docs, key=lambda d: order.get(d.get("kind"), 2)):
+            first = sorted((d for d in docs if d.get("kind") in order), key=lambda d: order[d["kind"]])
+            # DRA objects after their namespaces, before the pods that use them
+            for doc in first + dra_docs + [d for d in docs if d.get("kind") not in order]:
+                if draobjects.is_dra(doc):
+                    ns = draobjects.namespace_of(doc)
+                    created = self._create(doc, ns)
+                    name = created["metadata"]["name"]
+                    self._created.append((doc["kind"], name, ns))
+                    refs.append(f"{doc['kind'].lower()}/{name if ns is None else ns + '/' + name}")
+                    continue
                 kind = doc.get("kind")
                 if kind in ("Namespace", "PriorityClass", "Pod", "Deployment", "ReplicaSet", "Job",
                             "Workload", "PodGroup"):
@@ -164,6 +178,10 @@ class LocalSession(Session):
                     self._created.append((kind, name, ns))
                     refs.append(f"{kind.lower()}/{name if ns is None else ns + '/' + name}")
             self._expected_pods += len(sc.pods)
+            if evicting:  # a NoExecute device taint evicts the pods using the devices
+                self._wait(lambda: draobjects.evictions_done(self.client, evicting),
+                           "the device-taint-eviction controller")
+                self._expected_pods -= len(bare - draobjects.bare_pods(self.client))
             self._wait(lambda: len(self._user_pods()) >= self._expected_pods, "controllers to create pods")
         return refs
 
@@ -251,14 +269,15 @@ class LocalSession(Session):
         # pods may be gone since, and replacements show up here as pending pods.
         gave_up = []
         pods = self._user_pods()
-        gated = self._gang_gated(pods)
+        gated = self._gang_gated(pods) | draobjects.claim_gated(self.client, pods)
         for p in pods:
             phase = (p.get("status") or {}).get("phase")
             if phase in _TERMINAL or p["spec"].get("nodeName") and phase == "Running":
                 continue
             if (p["metadata"].get("namespace", "default"), p["metadata"]["name"]) in gated:
                 continue
-            if condition(p, "PodScheduled").get("reason") == "Unschedulable" and not (
+            # SchedulerError: a plugin failed (a CEL selector that fails at runtime) and will again
+            if condition(p, "PodScheduled").get("reason") in ("Unschedulable", "SchedulerError") and not (
                 p.get("status") or {}
             ).get("nominatedNodeName"):
                 gave_up.append(p)
@@ -493,6 +512,7 @@ class LocalSession(Session):
             if not pc["metadata"]["name"].startswith("system-"):
                 self.client.delete("PriorityClass", pc["metadata"]["name"], missing_ok=True)
         self._delete_kueue_objects()
+        draobjects.delete_all(self.client)
         for ns in ns_names:
             if ns not in SYSTEM_NAMESPACES | ADDON_NAMESPACES:
                 self.client.delete("Namespace", ns, missing_ok=True)
@@ -500,7 +520,8 @@ class LocalSession(Session):
             self.client.delete("Node", n["metadata"]["name"], missing_ok=True)
         # A namespace being deleted still exists: the next apply of the same one would fail.
         self._wait(lambda: not self._user_pods() and not self.client.list("Node")["items"]
-                   and not self._pod_groups_left() and not self._user_namespaces(), "the lab to empty")
+                   and not self._pod_groups_left() and not self._user_namespaces()
+                   and not draobjects.left(self.client), "the lab to empty")
         self.agents, self._created, self._expected_pods = [], [], 0
         # also a configuration an earlier session or `gpu-lab up --scenario` left
         if self._custom_scheduler or self.cluster._saved_scheduler_config() is not None:

@@ -4,7 +4,8 @@ Registration server, its figures and the pods it holds.
 A node whose pool the fake device plugin can serve (``advertised_devices`` gives
 exactly the record's devices) gets a plugin process and a ``KubeletServer`` feeding
 its ``DeviceManager`` (whole GPUs, time-slicing, MPS and MIG single/mixed, the pool's
-mig-parted config passed as ``--mig-config``); otherwise (plain Node manifests listing
+mig-parted config passed as ``--mig-config``); a NodePool with ``spec.dra`` gets no plugin:
+its GPUs are ResourceSlices (``dra_devices``, see ``resourceslices``); otherwise (plain Node manifests listing
 ``nvidia.com/*`` capacity) the manager holds fixed devices, as the simulator's does. Used by :mod:`gpu_lab.backends.local.nodeagent`.
 """
 
@@ -33,6 +34,7 @@ from ...gpus.migparted import resolve
 from ...model.objects import Node, stable_uid
 from . import nodestatus as ns
 from .pluginproc import PluginProcess
+from .resourceslices import DRIVER, PublishedDevice, is_dra_node, published_devices
 
 log = logging.getLogger("gpu_lab.nodeagent")
 
@@ -50,6 +52,7 @@ class PodState:
     terminal: bool = False
     deleting: bool = False
     started: str | None = None
+    prepare_error: str = ""  # why its ResourceClaims could not be prepared (retried)
 
 
 class SimNode:
@@ -68,6 +71,7 @@ class SimNode:
         self.plugin: PluginProcess | None = None
         self.plugin_resources: set[str] = set()
         self.static_reason = ""
+        self.dra_devices: dict[str, PublishedDevice] = {}
         self.manager = self._plan(grace_period, clock)
         self.pods: dict[str, PodState] = {}
         self.queue: queue.Queue = queue.Queue()
@@ -85,6 +89,10 @@ class SimNode:
         node = self.node
         spec = node.raw.get("nodePool") or {}
         gpu = spec.get("gpu") or {}
+        if is_dra_node(node):  # NVIDIA's DRA driver publishes the GPUs: no device plugin
+            self.dra_devices = published_devices(node)
+            self.static_reason = f"GPUs published as ResourceSlices by the DRA driver {DRIVER}"
+            return DeviceManager(grace_period=grace_period, clock=clock)
         if node.pool and gpu.get("model") and gpu.get("count"):
             where = f'NodePool "{node.pool}": spec.devicePlugin'
             self.config = parse_config(spec.get("devicePlugin"), where)
