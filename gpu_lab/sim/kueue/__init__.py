@@ -57,7 +57,10 @@ The model (``Kueue(config)``), all times are the caller's seconds:
     Keys are ``namespace/<workload name>``; ``namespace/<job name>`` works too.
 
 Call ``schedule(now)`` after every change (submit, stopped, pods_ready, finish,
-delete) and at ``next_wakeup()``. What is left out: hierarchical Cohort objects,
+delete) and at ``next_wakeup()``. Its cost follows Kueue's algorithm: every release of
+quota sends each parked workload of the cohort back to be tried again, so a deep backlog
+costs backlog x releases evaluations (workloads of the same shape share one evaluation
+while nothing changes). What is left out: hierarchical Cohort objects,
 fair sharing, admission checks, TAS, partial admission, MultiKueue, elastic jobs,
 LimitRanges, the scheduler's jitter and its 1-second timestamp resolution (ties are
 broken by submission order where Kueue compares UIDs).

@@ -63,7 +63,6 @@ class Kueue:
         self._by_job[spec.job_key] = spec.key
         if self.wfpr:
             wl.set(m.PODS_READY, False, m.WAIT_FOR_START, m.PODS_NOT_READY_MESSAGE, now)
-        self.version += 1
         self._enqueue(wl, now)
 
     def schedule(self, now: float) -> list[Decision]:
@@ -110,13 +109,13 @@ class Kueue:
         c = wl.condition(m.PODS_READY)
         if ready:
             recovered = c is not None and c.reason in (m.WAIT_FOR_RECOVERY, m.RECOVERED)
-            changed = wl.set(m.PODS_READY, True, m.RECOVERED if recovered else m.STARTED, m.PODS_READY_MESSAGE, now)
+            wl.set(m.PODS_READY, True, m.RECOVERED if recovered else m.STARTED, m.PODS_READY_MESSAGE, now)
         elif c is not None and (c.status == "True" or c.reason == m.WAIT_FOR_RECOVERY):
-            changed = wl.set(m.PODS_READY, False, m.WAIT_FOR_RECOVERY, m.PODS_RECOVERING_MESSAGE, now)
+            wl.set(m.PODS_READY, False, m.WAIT_FOR_RECOVERY, m.PODS_RECOVERING_MESSAGE, now)
         else:
-            changed = wl.set(m.PODS_READY, False, m.WAIT_FOR_START, m.PODS_NOT_READY_MESSAGE, now)
-        if changed:
-            self.version += 1
+            wl.set(m.PODS_READY, False, m.WAIT_FOR_START, m.PODS_NOT_READY_MESSAGE, now)
+        # no version bump: readiness changes no admission decision, only whether a blocked
+        # scheduler (blockAdmission) may go on, which ``schedule`` checks first
         self._track(wl)
 
     def finish(self, key: str, now: float, succeeded: bool = True, message: str | None = None) -> None:
@@ -330,6 +329,7 @@ class Kueue:
             self.set_pending(wl, m.INADMISSIBLE, m.cluster_queue_missing(lq.cluster_queue), now)
             return
         wl.cluster_queue = cq.name
+        wl.evaluated = -1  # new to the queue: the scheduler has not seen it at this state
         if not self.cluster_queue_active(cq.name):
             self.set_pending(wl, m.INADMISSIBLE, m.cluster_queue_inactive(cq.name), now)
         self.queues[cq.name].add(wl, now)
@@ -436,7 +436,6 @@ class Kueue:
                 self._backing_off.discard(wl.key)
                 wl.requeue_at = None
                 wl.set(m.REQUEUED, True, m.BACKOFF_FINISHED, m.BACKOFF_FINISHED_MESSAGE, now)
-                self.version += 1
                 self._enqueue(wl, now)
 
     def _shown_condition(self, wl: Workload):

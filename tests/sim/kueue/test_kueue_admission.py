@@ -177,3 +177,29 @@ def test_job_key_and_workload_key_both_address_a_workload():
     k.submit(spec, 0)
     assert spec.job_key == "default/train"
     assert k.status("default/job-train-1a2b3") == k.status("default/train")
+
+
+def test_a_stopped_local_queue_keeps_its_workloads_out():
+    doc = local_queue("q", "team")
+    doc["spec"]["stopPolicy"] = "Hold"
+    k = Kueue(parse_kueue([flavor("h100"), cluster_queue("team", [("h100", {"nvidia.com/gpu": 8})]), doc]))
+    submit_all(k, job("a", 1))
+    assert pending(k.schedule(0)) == {"a": "LocalQueue q is inactive"}
+    assert k.local_queue_status("default/q")["conditions"][0]["message"] == "LocalQueue is stopped"
+
+
+def test_deleting_an_admitted_workload_frees_its_quota():
+    k = Kueue(gpu_cluster())
+    submit_all(k, job("a", 8), job("b", 8, created=1))
+    k.schedule(1)
+    k.delete("default/a", 5)
+    assert admitted(k.schedule(5)) == ["b"]
+    assert [r["name"] for r in k.workloads()] == ["b"]
+
+
+def test_pending_decisions_are_reported_once_per_new_message():
+    k = Kueue(gpu_cluster())
+    submit_all(k, job("a", 8), job("b", 8, created=1))
+    assert "b" in pending(k.schedule(1))
+    submit_all(k, job("c", 1, created=2))
+    assert "b" not in pending(k.schedule(2))  # same message as before: nothing new to show
