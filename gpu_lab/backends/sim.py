@@ -660,6 +660,8 @@ class SimSession(Session):
             rec.unschedulable_plugins = (set(a.diagnosis.unschedulable_plugins)
                                          if a is not None and a.diagnosis is not None and a.node is None
                                          else {"GangScheduling"})
+            if a is not None and a.node is not None:  # it fit, but its group did not: not bound
+                a.node, a.message = None, message
             failed.append(rec)
         post = result.post_filter
         if post is None or not post.victims:

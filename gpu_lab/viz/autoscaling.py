@@ -154,10 +154,12 @@ def cost_comparison(runs: Any, *, title: str | None = None) -> alt.HConcatChart:
 
     sub = None
     costs = df["cost_usd"].dropna()
-    if len(costs) > 1:
+    if len(costs) > 1 and costs.max() - costs.min() >= 0.005:
         lo, hi = df.loc[costs.idxmin()], df.loc[costs.idxmax()]
         sub = (f"{hi['option']} costs ${hi['cost_usd'] - lo['cost_usd']:,.2f} more than {lo['option']} "
                f"({hi['node_hours'] - lo['node_hours']:,.1f} node-hours)")
+    elif len(costs) > 1:
+        sub = f"every run costs the same: ${costs.iloc[0]:,.2f}"
     return alt.hconcat(panel("cost_usd", "dollars", "USD over the run", "$,.0f", POD_COLOURS[0]),
                        panel("node_hours", "hours", "node-hours", ",.0f", POD_COLOURS[1])).properties(
         title=make_title(title or "Cost per run", sub))
