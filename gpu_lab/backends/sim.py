@@ -43,6 +43,7 @@ from ..sim.controllers.clusterautoscaler import ClusterAutoscalerController
 from ..sim.controllers.job import JobController
 from ..sim.controllers.kueue import KueueController
 from ..sim.controllers.replicaset import ReplicaSetController
+from ..sim.dra import backend as dra
 from ..sim.explain import Explanation, build_explanation
 from ..sim.plugins.defaultpreemption import lower_priority_nominated
 from ..sim.recorder import Levels, Recorder
@@ -295,7 +296,8 @@ class SimSession(Session):
         self._jobs = JobController(cluster)
         self._replicasets = ReplicaSetController(cluster)
         self._kueue = KueueController(cluster, self._jobs)
-        self._controllers: list[Controller] = [self._kueue, self._jobs, self._replicasets]
+        self._controllers: list[Controller] = [self._kueue, self._jobs, self._replicasets,
+                                               dra.DraController(cluster, self._snapshot)]
         self._rendezvous = Rendezvous(self._finish_at, self._cancel_finish, self._fail_pod,
                                       lambda at, job: self._timeline.push(at, "rendezvous", job))
         self._rendezvous_jobs: dict[str, float | None] = {}  # job key -> work seconds (None: forever)
@@ -323,6 +325,7 @@ class SimSession(Session):
             if p.namespace not in self._namespaces and p.namespace not in sc.namespaces:
                 raise GpuLabError(f'namespaces "{p.namespace}" not found')
         self._check_pod_groups(sc.pod_groups, sc.namespaces)
+        dra_records = dra.admit(self._snapshot, sc.dra, sc.pods, self._namespaces | set(sc.namespaces))
         new_scheduler = None
         if sc.scheduler_config is not None:
             new_scheduler = Scheduler.from_config(sc.scheduler_config, self._snapshot, self.seed,
@@ -341,6 +344,7 @@ class SimSession(Session):
         refs += [f"priorityclass/{k}" for k in sc.priority_classes]
         self._namespaces.update(sc.namespaces)
         refs += [f"namespace/{k}" for k in sc.namespaces]
+        refs += dra.commit(self._snapshot, dra_records)
         if new_scheduler is not None:
             self._scheduler_config_raw = sc.scheduler_config
             new_scheduler.nominated = self._scheduler.nominated
@@ -489,7 +493,7 @@ class SimSession(Session):
             self._drain_queue()
 
     def _drain_queue(self) -> None:
-        pending = self._pending()
+        pending = [r for r in self._pending() if not self._dra_gated(r)]
         gangs = self._pod_group_queue(pending)  # None: no pod names a PodGroup (the usual case)
         if gangs is not None:
             pending = [r for r in pending if r.pod.key not in gangs.gated]
@@ -559,6 +563,15 @@ class SimSession(Session):
                 unschedulable.append(rec)
                 if rec.unschedulable_plugins & _POD_ADDED_HELPS:
                     waiting_on_pods.append(rec)
+
+    def _dra_gated(self, rec: PodRecord) -> bool:
+        """DynamicResources' PreEnqueue: a pod whose ResourceClaims do not exist stays out of the
+        queue, silent (no PodScheduled condition), as for a gated gang member."""
+        why = dra.not_queued(self._snapshot, rec.pod)
+        if why is not None and self.record:
+            rec.attempt = Attempt(pod=rec.pod, profile=rec.pod.scheduler_name, node_names=self._snapshot.names,
+                                  message=f"not queued (PreEnqueue DynamicResources): {why}")
+        return why is not None
 
     # ----------------------------------------------- pod groups (native gang scheduling)
     # PodGroups live in ``self._pod_groups`` (key -> model.podgroup.PodGroup); the scheduler's
@@ -744,13 +757,24 @@ class SimSession(Session):
             return
         failure = None
         free = snap.free.item
-        if not all(free(i, col) >= want for col, want in _admission_needs(snap, pod)):  # else: room for all of it
-            used = {r: int(snap.requested[i, snap.rindex[r]]) for r in pod.requests if r in snap.rindex}
+        needs, requests = _admission_needs(snap, pod), pod.requests
+        skipped = dra.kubelet_skips(snap, pod, self._nodes[node])  # served by DRA on this node
+        if skipped:
+            needs = [(c, w) for c, w in needs if snap.resources[c] not in skipped]
+            requests = {r: q for r, q in requests.items() if r not in skipped}
+        if not all(free(i, col) >= want for col, want in needs):  # else: room for all of it
+            used = {r: int(snap.requested[i, snap.rindex[r]]) for r in requests if r in snap.rindex}
             pods_used = int(snap.requested[i, snap.rindex["pods"]])
-            failure = fit_failure(pod.requests, used, pods_used, self._nodes[node].allocatable)
+            failure = fit_failure(requests, used, pods_used, self._nodes[node].allocatable)
         if failure:
             dm.release(pod.key)
             self._reject(rec, node, *failure)
+            return
+        try:
+            dra_devices = dra.bind(snap, pod, self._nodes[node])  # DynamicResources' Reserve + PreBind
+        except dra.BindError as err:
+            dm.release(pod.key)
+            self._reject(rec, node, UNEXPECTED_ADMISSION_ERROR, str(err))
             return
         self._snapshot.add_pod(pod, i)
         if self._scheduler.nominated:
@@ -760,6 +784,10 @@ class SimSession(Session):
         if device_requests:
             rec.devices = dm.pod_devices(pod.key)
             rec.container_devices = dm.allocations(pod.key)
+        for container, claimed in dra_devices.items():
+            for key, ids in claimed.items():
+                rec.container_devices.setdefault(container, {}).setdefault(key, []).extend(ids)
+                rec.devices.setdefault(key, []).extend(ids)
         rec.start_time = self._clock
         self._running_on.setdefault(node, {})[pod.key] = pod
         self._queue.pop(pod.key, None)
@@ -874,6 +902,7 @@ class SimSession(Session):
         if sig not in cache:
             snap = Snapshot()
             snap.set_nodes([node])
+            dra.what_if(self._snapshot, snap)  # the claims the pod names, for DynamicResources
             sched = Scheduler.from_config(self._scheduler_config_raw, snap, self.seed, True, False)
             cache[sig] = sched.schedule_one(pod).node is not None
         return cache[sig]
@@ -1096,6 +1125,7 @@ class SimSession(Session):
             return Explanation(rec.pod.key, rec.node, rec.message or why, rec.pod.scheduler_name,
                                pd.DataFrame(), pd.DataFrame(), [why])
         exp = build_explanation(rec.attempt, rec.attempt.filter_verdicts)
+        exp.notes += dra.explain_notes(self._snapshot, rec.pod)  # the pod's ResourceClaims, if any
         if rec.node and rec.node != exp.node:
             exp.notes.append(f"now on {rec.node}")
         if rec.phase != "Pending" and rec.phase != "Running":

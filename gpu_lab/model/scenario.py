@@ -34,8 +34,11 @@ SCHEDULER_CONFIG = ("kubescheduler.config.k8s.io/v1", "KubeSchedulerConfiguratio
 PRIORITY_CLASS = ("scheduling.k8s.io/v1", "PriorityClass")
 NODE_POOL = ("gpulab.dev/v1alpha1", "NodePool")
 AUTOSCALER = ("gpulab.dev/v1alpha1", "Autoscaler")  # cluster-autoscaler's flags, or consolidation
+# Dynamic Resource Allocation: collected here, admitted by each backend (gpu_lab.sim.dra, the API server).
+DRA_KINDS = {("resource.k8s.io/v1", k) for k in ("DeviceClass", "ResourceClaim", "ResourceClaimTemplate",
+                                                 "ResourceSlice", "DeviceTaintRule")}
 KINDS = {("v1", "Node"), ("v1", "Pod"), ("v1", "Namespace"), SCHEDULER_CONFIG, PRIORITY_CLASS,
-         NODE_POOL, AUTOSCALER} | WORKLOAD_KINDS | GANG_KINDS
+         NODE_POOL, AUTOSCALER} | WORKLOAD_KINDS | GANG_KINDS | DRA_KINDS
 # How the API server names each resource in "already exists" messages.
 RESOURCES = {"Node": "nodes", "Pod": "pods", "Namespace": "namespaces", "NodePool": "nodepools.gpulab.dev",
              "PriorityClass": "priorityclasses.scheduling.k8s.io", "Deployment": "deployments.apps",
@@ -59,6 +62,7 @@ class Scenario:
     workloads: list[dict] = field(default_factory=list)  # see workloads.expand_workload
     pod_groups: list[PodGroup] = field(default_factory=list)  # scheduling.k8s.io PodGroups (gangs)
     autoscaler: Any = None  # sim.autoscaler.AutoscalerSpec of the Autoscaler document, if any
+    dra: list[dict] = field(default_factory=list)  # resource.k8s.io/v1 documents (DRA_KINDS), unchecked
     kueue: list[dict] = field(default_factory=list)  # kueue.x-k8s.io objects (sim/kueue checks them)
     documents: list[dict] = field(default_factory=list)
 
@@ -207,6 +211,8 @@ def _parse_scenario(docs, known_priority_classes, first_created, names) -> Scena
             sc.nodes += nodes
         elif _is_kueue(gvk):
             sc.kueue.append(doc)
+        elif gvk in DRA_KINDS:
+            sc.dra.append(doc)
         elif gvk == AUTOSCALER:
             from ..sim.autoscaler import parse_autoscaler  # the model's own validation
 

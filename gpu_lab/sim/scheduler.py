@@ -37,6 +37,7 @@ import numpy as np
 
 from ..model.objects import Pod
 from .framework import (
+    ERROR,
     SKIP,
     SUCCESS,
     UNRESOLVABLE,
@@ -243,7 +244,7 @@ class Scheduler:
                 continue
             if st.code == SKIP:
                 skipped_now += (pl.name,)
-            elif st.rejected:
+            elif st.rejected or st.code == ERROR:
                 return Status(st.code, st.reasons, pl.name), set(static), skipped_now
         return None, static.union(skipped_now), skipped_now
 
@@ -306,6 +307,11 @@ class Scheduler:
         attempt.diagnosis = diagnosis
 
         rejected, skipped, skipped_now = self._pre_filter(ctx, profile)
+        if rejected is not None and rejected.code == ERROR:
+            # A plugin error ends the attempt with its own text (reason SchedulerError), no FitError.
+            attempt.message = rejected.message()
+            attempt.evaluated = attempt.feasible = np.arange(0)
+            return attempt
         if rejected is not None:
             diagnosis.pre_filter_msg = rejected.message()
             diagnosis.absent_status = rejected

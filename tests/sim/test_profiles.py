@@ -21,9 +21,11 @@ TWO_PROFILES = {
 def test_default_profile_matches_v137_defaults():
     prof = load_scheduler_config(None).profile_for("default-scheduler")
     assert prof.phases["filter"] == ["NodeName", "NodeUnschedulable", "TaintToleration", "NodeAffinity",
-                                     "NodePorts", "NodeResourcesFit", "PodTopologySpread", "InterPodAffinity"]
+                                     "NodePorts", "NodeResourcesFit", "PodTopologySpread", "InterPodAffinity",
+                                     "DynamicResources"]  # applyDynamicResources: DRA is GA, on by default
     assert prof.weights == {"TaintToleration": 3, "NodeAffinity": 2, "NodeResourcesFit": 1,
-                            "PodTopologySpread": 2, "InterPodAffinity": 2, "NodeResourcesBalancedAllocation": 1}
+                            "PodTopologySpread": 2, "InterPodAffinity": 2, "DynamicResources": 2,
+                            "NodeResourcesBalancedAllocation": 1}
     assert prof.phases["postFilter"] == ["DefaultPreemption"]
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from ..framework import Plugin
 from .defaultpreemption import DefaultPreemption
+from .dynamicresources import DynamicResources
 from .gangscheduling import GangScheduling
 from .interpodaffinity import InterPodAffinity
 from .nodeaffinity import NodeAffinity
@@ -33,6 +34,7 @@ REGISTRY: dict[str, type[Plugin]] = {
         Fit,
         PodTopologySpread,
         InterPodAffinity,
+        DynamicResources,
         DefaultPreemption,
         BalancedAllocation,
         GangScheduling,
@@ -50,6 +52,7 @@ DEFAULT_MULTIPOINT: list[dict] = [
     {"name": "NodeResourcesFit", "weight": 1},
     {"name": "PodTopologySpread", "weight": 2},
     {"name": "InterPodAffinity", "weight": 2},
+    {"name": "DynamicResources", "weight": 2},  # applyDynamicResources: before DefaultPreemption
     {"name": "DefaultPreemption"},
     {"name": "NodeResourcesBalancedAllocation", "weight": 1},
     {"name": "GangScheduling"},  # applyGangScheduling: appended when GenericWorkload is on

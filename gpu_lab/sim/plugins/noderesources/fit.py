@@ -37,6 +37,13 @@ DEFAULT_RESOURCES = [{"name": "cpu", "weight": 1}, {"name": "memory", "weight": 
 STRATEGIES = ("LeastAllocated", "MostAllocated", "RequestedToCapacityRatio")
 
 
+def _delegated_to_dra(ctx: CycleContext, name: str) -> bool:
+    """DRAExtendedResource (``shouldDelegateResourceToDRA``): an extended resource a DeviceClass
+    maps is left to DynamicResources on nodes whose allocatable has none of it."""
+    state = getattr(ctx.snapshot, "dra", None)
+    return state is not None and state.maps_extended() and state.extended_class(name) is not None
+
+
 class Fit(Plugin):
     name = "NodeResourcesFit"
 
@@ -108,8 +115,11 @@ class Fit(Plugin):
         checked = self._checked(ctx)
         free = self._free(ctx)
         ok = free[:, snap.rindex["pods"]] >= 1
-        for _, col, v in checked:
-            ok &= free[:, col] >= v
+        for name, col, v in checked:
+            fits = free[:, col] >= v
+            if _delegated_to_dra(ctx, name):
+                fits |= snap.allocatable[:, col] == 0
+            ok &= fits
         return ok
 
     def filter_status(self, ctx: CycleContext, i: int) -> Status:
@@ -121,7 +131,7 @@ class Fit(Plugin):
         if free[pods_col] < 1:
             reasons.append("Too many pods")
         for name, col, v in self._checked(ctx):
-            if v > free[col]:
+            if v > free[col] and not (alloc[col] == 0 and _delegated_to_dra(ctx, name)):
                 reasons.append(f"Insufficient {name}")
                 unresolvable |= v > alloc[col]
         return Status(UNRESOLVABLE if unresolvable else UNSCHEDULABLE, tuple(reasons), self.name)
@@ -144,8 +154,11 @@ class Fit(Plugin):
         checked = self._checked(ctx)
         short = [free[:, pods_col] < 1]
         beyond = [np.zeros(len(idx), dtype=bool)]
-        for _, col, v in checked:
-            short.append(v > free[:, col])
+        for name, col, v in checked:
+            lacking = v > free[:, col]
+            if _delegated_to_dra(ctx, name):
+                lacking &= alloc[:, col] != 0
+            short.append(lacking)
             beyond.append(v > alloc[:, col])
         bits = np.zeros(len(idx), dtype=np.int64)
         for k, (s, b) in enumerate(zip(short, beyond)):
