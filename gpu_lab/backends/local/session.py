@@ -32,9 +32,10 @@ from ..account import condition, scheduler_account
 from ..base import Session, Source
 from ..tables import NodeRow, PodRow
 from ..waiting import wait_settled
-from . import agentproc, draobjects
+from . import agentproc, draobjects, jobtable, kueueobjects
 from .client import ApiError
 from .cluster import SCHEDULER, LocalCluster
+from .kueue import enabled as kueue_enabled
 
 DEVICES_ANNOTATION = "gpulab.dev/devices"
 SYSTEM_NAMESPACES = {"kube-system", "kube-public", "kube-node-lease", "default"}
@@ -110,6 +111,7 @@ class LocalSession(Session):
         )  # idempotent: reconnects to a running lab
         self.client = self.cluster.client()
         self.timeout, self.settle = timeout, settle
+        self._kueue_jobs = kueueobjects.KueueJobs(self.client, timeout)  # Jobs Kueue queues
         self.agents: list[Any] = []
         self._created: list[tuple[str, str, str | None]] = []  # (kind, name, namespace)
         self._expected_pods = 0
@@ -142,6 +144,11 @@ class LocalSession(Session):
         dra_docs = sorted((d for d in docs if draobjects.is_dra(d)), key=draobjects.order)
         docs = [d for d in docs if not draobjects.is_dra(d)]
         sc = parse_scenario(docs, known_priority_classes=self._priority_classes())  # same checks as sim
+        # kueue.x-k8s.io objects: created as they are where Kueue runs, refused where it does not
+        kueue_docs = kueueobjects.check(self.cluster, sc.kueue)
+        docs = [d for d in docs if not kueueobjects.is_kueue(d)]
+        held = {((d.get("metadata") or {}).get("namespace", "default"), d["metadata"]["name"])
+                for d in docs if kueueobjects.queued(d)} if kueue_enabled(self.cluster) else set()
         refs: list[str] = []
         if sc.scheduler_config is not None:
             # The simulator's checks first, so both backends refuse a config in the same words;
@@ -160,8 +167,8 @@ class LocalSession(Session):
         with self._scheduler_paused():
             order = {"Namespace": 0, "PriorityClass": 1}
             first = sorted((d for d in docs if d.get("kind") in order), key=lambda d: order[d["kind"]])
-            # DRA objects after their namespaces, before the pods that use them
-            for doc in first + dra_docs + [d for d in docs if d.get("kind") not in order]:
+            # DRA and Kueue objects after their namespaces, before the pods and Jobs that use them
+            for doc in first + dra_docs + kueue_docs + [d for d in docs if d.get("kind") not in order]:
                 if draobjects.is_dra(doc):
                     ns = draobjects.namespace_of(doc)
                     created = self._create(doc, ns)
@@ -169,15 +176,28 @@ class LocalSession(Session):
                     self._created.append((doc["kind"], name, ns))
                     refs.append(f"{doc['kind'].lower()}/{name if ns is None else ns + '/' + name}")
                     continue
+                if kueueobjects.is_kueue(doc):
+                    ns = kueueobjects.namespace_of(doc)
+                    name = self._create(doc, ns)["metadata"]["name"]
+                    self._created.append((doc["kind"], name, ns))
+                    refs.append(f"{doc['kind'].lower()}/{name if ns is None else ns + '/' + name}")
+                    if doc is kueue_docs[-1]:  # Kueue's cache has the queues before any Job
+                        self._wait(lambda: kueueobjects.seen(self.client, kueue_docs), "Kueue's queues")
+                    continue
                 kind = doc.get("kind")
                 if kind in ("Namespace", "PriorityClass", "Pod", "Deployment", "ReplicaSet", "Job",
                             "Workload", "PodGroup"):
                     ns = None if kind in _CLUSTER_SCOPED else (doc.get("metadata") or {}).get("namespace", "default")
-                    created = self._create(doc, ns)
+                    if kind == "Job" and (ns, (doc.get("metadata") or {}).get("name")) in held:
+                        created = self._kueue_jobs.create(lambda d, ns=ns: self._create(d, ns), doc)
+                    else:
+                        created = self._create(doc, ns)
                     name = created["metadata"]["name"]  # the API server's, for generateName
                     self._created.append((kind, name, ns))
                     refs.append(f"{kind.lower()}/{name if ns is None else ns + '/' + name}")
-            self._expected_pods += len(sc.pods)
+            # a Job Kueue queues is suspended: its pods come once Kueue admits it (schedule waits)
+            self._expected_pods += sum(1 for p in sc.pods
+                                       if p.owner_kind != "Job" or (p.namespace, p.owner_name) not in held)
             if evicting:  # a NoExecute device taint evicts the pods using the devices
                 self._wait(lambda: draobjects.evictions_done(self.client, evicting),
                            "the device-taint-eviction controller")
@@ -283,7 +303,8 @@ class LocalSession(Session):
                 gave_up.append(p)
                 continue
             return False
-        return self._retried_since_change(gave_up)
+        return self._retried_since_change(gave_up) and (
+            not kueue_enabled(self.cluster) or self._kueue_jobs.settled())  # Kueue's verdicts too
 
     def _pod_groups_left(self) -> bool:
         """PodGroups still there (the controller-manager lifts their protection finalizer
@@ -382,6 +403,13 @@ class LocalSession(Session):
             )
         return rows
 
+
+    def jobs(self) -> pd.DataFrame:
+        """One row per Job, as the sim's: state, Kueue queue and message, GPUs, and when it was
+        admitted, started and finished (real seconds since this session started)."""
+        t0 = time.time() - (time.monotonic() - self._started)
+        return jobtable.job_rows(self.client, t0, SYSTEM_NAMESPACES - {"default"} | ADDON_NAMESPACES,
+                                 kueue_enabled(self.cluster))
 
     def explain(self, pod: str) -> Explanation:
         """The real scheduler's own account: its PodScheduled condition and events."""
@@ -521,8 +549,10 @@ class LocalSession(Session):
         # A namespace being deleted still exists: the next apply of the same one would fail.
         self._wait(lambda: not self._user_pods() and not self.client.list("Node")["items"]
                    and not self._pod_groups_left() and not self._user_namespaces()
-                   and not draobjects.left(self.client), "the lab to empty")
+                   and not draobjects.left(self.client) and not kueueobjects.left(self.client),
+                   "the lab to empty")
         self.agents, self._created, self._expected_pods = [], [], 0
+        self._kueue_jobs.reset()
         # also a configuration an earlier session or `gpu-lab up --scenario` left
         if self._custom_scheduler or self.cluster._saved_scheduler_config() is not None:
             self.cluster.set_scheduler_config(None, progress=lambda _m: None)

@@ -101,6 +101,7 @@ class KueueController(Controller):
                 job.message = d.message
                 self.jobs.set_suspended(d.job, True)
                 self.model.stopped(d.key, now)
+                self._due = True  # the quota it held is free: whoever waited for it goes next
                 acted = True
             elif isinstance(d, Pending):
                 job.message = d.message
