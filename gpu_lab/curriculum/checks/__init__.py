@@ -12,7 +12,7 @@ from typing import Any
 
 from .feedback import Checklist, Feedback, LabCheckFailed
 
-_LABS = ("lab01", "lab02", "lab03", "lab04", "lab05", "lab06", "lab07", "lab08")
+_LABS = ("lab01", "lab02", "lab03", "lab04", "lab05", "lab06", "lab07", "lab08", "lab09")
 
 __all__ = ["Checklist", "Feedback", "LabCheckFailed", *_LABS]
 
