@@ -197,6 +197,18 @@ def check_controlplane() -> list[Check]:
     return out
 
 
+def check_kueue() -> Check:
+    from .backends.local import kueuebuild as k
+
+    found = k.find_kueue()
+    if found is not None:
+        return Check("controlplane", "kueue", True, found.version, str(found.binary), required=False)
+    return Check("controlplane", "kueue", False, None, f"no Kueue {k.DEFAULT_VERSION} built",
+                 required=False,
+                 disables="`gpu-lab up --with kueue` and the real-Kueue tests (skipped locally, failing in CI)",
+                 fix=f"{_gpu_lab_command()} controlplane build --with kueue   # needs Go; ~3 min")
+
+
 def check_go() -> Check:
     from .backends.local import build as b
 
@@ -291,6 +303,7 @@ def diagnose(nvml=None) -> Report:
     r.checks.append(check_python())
     r.checks += check_packages()
     r.checks += check_controlplane()
+    r.checks.append(check_kueue())
     r.checks.append(check_go())
     docker = check_docker()
     r.checks.append(docker)
