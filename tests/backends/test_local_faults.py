@@ -239,7 +239,8 @@ def test_a_hung_component_is_named_and_up_resumes_it(lab, home):
         assert rc == 1 and comps["kube-controller-manager"]["state"] == "unhealthy"
         t0 = time.monotonic()
         res = _gpu_lab(home, "up", "--name", "f")
-        assert time.monotonic() - t0 < 30
+        # no hang: `up` names and resumes it (a bound loose enough for a loaded 2-core CI machine)
+        assert time.monotonic() - t0 < 120
         assert res.returncode == 0 and "kube-controller-manager: resumed" in res.stdout
     finally:
         os.kill(pid, signal.SIGCONT)
