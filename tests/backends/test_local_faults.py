@@ -245,6 +245,9 @@ def test_a_hung_component_is_named_and_up_resumes_it(lab, home):
     finally:
         os.kill(pid, signal.SIGCONT)
     assert lab.status()["kube-controller-manager"].pid == pid
+    deadline = time.monotonic() + 60  # a process just resumed may take a moment to answer /healthz
+    while not lab.healthy() and time.monotonic() < deadline:
+        time.sleep(1)
     assert lab.healthy()
 
 
