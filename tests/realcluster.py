@@ -1,24 +1,54 @@
 """The one rule for tests that run the real control plane: in CI they fail when the
-binaries are missing (never a silent skip); elsewhere they skip with the reason."""
+binaries are missing (never a silent skip); elsewhere they skip with the reason. And the
+one way a test module gets a real lab of its own."""
 
 from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterator
 
 import pytest
 
+import gpu_lab
+from gpu_lab.backends.local import kueuebuild
 from gpu_lab.backends.local.build import DEFAULT_VERSION, find_binaries
+
+
+def _missing(msg: str, what: str) -> None:
+    if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+        pytest.fail(f"{msg}; CI=true, so {what} must run")
+    pytest.skip(msg)
 
 
 def require_controlplane(what: str = "the real-cluster tests") -> dict:
     found = find_binaries(DEFAULT_VERSION)
     if found is None:
-        msg = (f"control plane binaries for Kubernetes {DEFAULT_VERSION} not found "
-               "(run `gpu-lab controlplane build`, see controlplane/README.md)")
-        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
-            pytest.fail(f"{msg}; CI=true, so {what} must run")
-        pytest.skip(msg)
+        _missing(f"control plane binaries for Kubernetes {DEFAULT_VERSION} not found "
+                 "(run `gpu-lab controlplane build`, see controlplane/README.md)", what)
     if not sys.platform.startswith("linux"):
         pytest.skip(f"{what} use /proc (Linux)")
     return found
+
+
+def require_kueue(what: str = "the Kueue tests") -> kueuebuild.KueueInstall:
+    """The control plane and a built Kueue, by the same rule."""
+    require_controlplane(what)
+    found = kueuebuild.find_kueue()
+    if found is None:
+        _missing(f"Kueue {kueuebuild.DEFAULT_VERSION} not built "
+                 "(run `gpu-lab controlplane build --with kueue`, see controlplane/README.md)", what)
+    return found
+
+
+def private_lab(tmp_path_factory, name: str, what: str, *, timeout: float = 90,
+                reset: bool = False) -> Iterator:
+    """A module's own local lab, never the user's: for module fixtures, ``yield from`` it.
+    Purged at the end (``reset`` empties it first)."""
+    require_controlplane(what)
+    session = gpu_lab.connect("local", name=name, root=tmp_path_factory.mktemp("lab"), timeout=timeout)
+    yield session
+    if reset:
+        session.reset()
+    session.close()
+    session.cluster.down(progress=None, purge=True)

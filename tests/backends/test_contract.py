@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from realcluster import require_controlplane
+from realcluster import private_lab, require_controlplane
 
 import gpu_lab
 from gpu_lab.backends.base import CONTRACT, Session
@@ -128,12 +128,7 @@ def test_sim_clock_is_now():
 # ------------------------------------------------------------------ the real control plane
 @pytest.fixture(scope="module")
 def local(tmp_path_factory):
-    require_controlplane("the real-cluster tests")
-    session = gpu_lab.connect("local", name="contract", root=tmp_path_factory.mktemp("lab"), timeout=90)
-    yield session
-    session.reset()
-    session.close()
-    session.cluster.down(progress=None, purge=True)
+    yield from private_lab(tmp_path_factory, "contract", "the real-cluster tests", reset=True)
 
 
 @pytest.mark.controlplane

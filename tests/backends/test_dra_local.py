@@ -21,9 +21,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from realcluster import require_controlplane
+from realcluster import private_lab
 
-import gpu_lab
 from gpu_lab.backends.local import resourceslices as rs
 from gpu_lab.backends.local.client import ApiError
 from gpu_lab.backends.local.cluster import APISERVER, CONTROLLER_MANAGER, SCHEDULER
@@ -43,11 +42,7 @@ GATES = ("DynamicResourceAllocation", "DRAPartitionableDevices", "DRAConsumableC
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
-    require_controlplane("the DRA tests")
-    session = gpu_lab.connect("local", name="dra", root=tmp_path_factory.mktemp("lab"), timeout=60)
-    yield session
-    session.close()
-    session.cluster.down(progress=None, purge=True)
+    yield from private_lab(tmp_path_factory, "dra", "the DRA tests", timeout=60)
 
 
 @pytest.fixture

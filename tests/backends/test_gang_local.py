@@ -11,9 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from realcluster import require_controlplane
+from realcluster import private_lab
 
-import gpu_lab
 from gpu_lab.backends.local.cluster import APISERVER, SCHEDULER
 from gpu_lab.model.podgroup import API_VERSION
 
@@ -25,11 +24,7 @@ NO_VICTIMS = "pod group preemption: No preemption victims found for incoming pre
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
-    require_controlplane("the gang scheduling tests")
-    session = gpu_lab.connect("local", name="gang", root=tmp_path_factory.mktemp("lab"), timeout=90)
-    yield session
-    session.close()
-    session.cluster.down(progress=None, purge=True)
+    yield from private_lab(tmp_path_factory, "gang", "the gang scheduling tests")
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from realcluster import require_controlplane
+from realcluster import require_kueue
 
 from gpu_lab.backends.local import kueue, kueuebuild
 from gpu_lab.backends.local import processes as procs
@@ -38,19 +38,6 @@ CQ_MISSING_LQ = "Can't submit new workloads to clusterQueue"
 CQ_MISSING_WL = "ClusterQueue no-such-cq doesn't exist"
 
 controlplane = pytest.mark.controlplane
-
-
-def require_kueue() -> kueuebuild.KueueInstall:
-    """The same rule as the other real-cluster tests: fail in CI, skip elsewhere."""
-    require_controlplane("the Kueue tests")
-    found = kueuebuild.find_kueue()
-    if found is None:
-        msg = (f"Kueue {kueuebuild.DEFAULT_VERSION} not built "
-               "(run `gpu-lab controlplane build --with kueue`, see controlplane/README.md)")
-        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
-            pytest.fail(f"{msg}; CI=true, so the Kueue tests must run")
-        pytest.skip(msg)
-    return found
 
 
 def _gpu_lab(env, *args, timeout=180):

@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 
 import pytest
-from realcluster import require_controlplane
+from realcluster import private_lab
 from test_corpus import CASES, ROOT, _expected
 
 import gpu_lab
@@ -20,12 +20,7 @@ import gpu_lab
 
 @pytest.fixture(scope="module")
 def local(tmp_path_factory):
-    require_controlplane("the real-cluster tests")
-    lab = gpu_lab.connect("local", name="badinput", root=tmp_path_factory.mktemp("lab"), timeout=90)
-    yield lab
-    lab.reset()
-    lab.close()
-    lab.cluster.down(progress=None, purge=True)
+    yield from private_lab(tmp_path_factory, "badinput", "the real-cluster tests", reset=True)
 
 
 @pytest.mark.controlplane

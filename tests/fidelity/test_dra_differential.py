@@ -25,7 +25,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from realcluster import require_controlplane
+from realcluster import private_lab
 
 import gpu_lab
 from gpu_lab.errors import GpuLabError
@@ -171,11 +171,7 @@ def test_the_scenario_runs_on_the_sim(name):
 
 @pytest.fixture(scope="module")
 def local(tmp_path_factory):
-    require_controlplane("the DRA differential tests")
-    session = gpu_lab.connect("local", name="dra-diff", root=tmp_path_factory.mktemp("lab"), timeout=60)
-    yield session
-    session.close()
-    session.cluster.down(progress=None, purge=True)
+    yield from private_lab(tmp_path_factory, "dra-diff", "the DRA differential tests", timeout=60)
 
 
 @pytest.mark.controlplane

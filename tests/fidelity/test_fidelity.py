@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from realcluster import require_controlplane
+from realcluster import private_lab
 
 import gpu_lab
 from gpu_lab.fidelity import Case, differences, known_differences, run_case
@@ -39,11 +39,7 @@ def test_known_differences_name_real_scenarios_and_say_why():
 
 @pytest.fixture(scope="module")
 def local_session(tmp_path_factory):
-    require_controlplane("the real-cluster tests")
-    session = gpu_lab.connect("local", name="fidelity", root=tmp_path_factory.mktemp("lab"), timeout=90)
-    yield session
-    session.close()
-    session.cluster.down(progress=None, purge=True)
+    yield from private_lab(tmp_path_factory, "fidelity", "the real-cluster tests")
 
 
 @pytest.mark.controlplane

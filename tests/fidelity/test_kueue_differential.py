@@ -14,17 +14,16 @@ local half fails when the control plane or Kueue is not built; elsewhere it skip
 from __future__ import annotations
 
 import math
-import os
 import time
 from pathlib import Path
 
 import pandas as pd
 import pytest
 import yaml
-from realcluster import require_controlplane
+from realcluster import require_kueue
 
 import gpu_lab
-from gpu_lab.backends.local import kueue, kueuebuild
+from gpu_lab.backends.local import kueue
 from gpu_lab.backends.local.cluster import LocalCluster
 from gpu_lab.backends.local.kueueobjects import check as check_kueue_objects
 from gpu_lab.backends.sim import JOB_COLUMNS
@@ -145,20 +144,9 @@ def test_kueue_objects_are_refused_where_kueue_does_not_run(tmp_path):
 # =========================================================================== a real lab
 
 
-def require_kueue() -> None:
-    """The rule of the other real-cluster tests: fail in CI, skip elsewhere."""
-    require_controlplane("the Kueue differential tests")
-    if kueuebuild.find_kueue() is None:
-        msg = (f"Kueue {kueuebuild.DEFAULT_VERSION} not built "
-               "(run `gpu-lab controlplane build --with kueue`, see controlplane/README.md)")
-        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
-            pytest.fail(f"{msg}; CI=true, so the Kueue differential tests must run")
-        pytest.skip(msg)
-
-
 @pytest.fixture(scope="module")
 def local(tmp_path_factory):
-    require_kueue()
+    require_kueue("the Kueue differential tests")
     root = tmp_path_factory.mktemp("kueue-lab")
     lab = LocalCluster(LAB, root=root)
     try:
