@@ -17,10 +17,8 @@ node-hours went.
 
 from __future__ import annotations
 
-import copy
 import json
 import math
-import os
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -31,6 +29,7 @@ import yaml
 from ...errors import GpuLabError
 from ...model.duration import parse_duration
 from .feedback import Checklist, Feedback
+from .manifests import read_manifests
 
 TITLE = "Lab 06"
 GOAL_USD = 4200.0  # the day's bill must end below this
@@ -51,21 +50,7 @@ DEFAULT_GPU_THRESHOLD = 0.5
 # ------------------------------------------------------------------ reading input
 def load(manifests: Any) -> list[dict]:
     """Manifests as a list of dicts: a path to a YAML file, YAML text, a dict or a list of dicts."""
-    if isinstance(manifests, dict):
-        return [copy.deepcopy(manifests)]
-    if isinstance(manifests, (list, tuple)):
-        out: list[dict] = []
-        for m in manifests:
-            out += load(m)
-        return out
-    if isinstance(manifests, (str, os.PathLike)):
-        text = str(manifests)
-        if "\n" not in text and os.path.exists(text):
-            with open(text, encoding="utf-8") as f:
-                text = f.read()
-        return [d for d in yaml.safe_load_all(text) if isinstance(d, dict)]
-    raise GpuLabError(f"{TITLE}: give the manifests as a list of dicts, YAML text or a file path, "
-                      f"not {type(manifests).__name__}")
+    return read_manifests(manifests, TITLE)
 
 
 def _meta(doc: dict) -> dict:

@@ -19,10 +19,9 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-import yaml
-
 from ...model.duration import parse_duration
 from .feedback import Checklist, Feedback
+from .manifests import read_manifests
 
 TITLE = "Lab 07"
 GPU = "nvidia.com/gpu"
@@ -74,20 +73,7 @@ TRAINING = tuple(w for w in MONDAY_WORK if w.rendezvous)
 # ------------------------------------------------------------------ reading input
 def documents(submission: Any) -> list[dict]:
     """The submission as a list of manifests: YAML text, a path to a YAML file, a dict or a list."""
-    if submission is None:
-        return []
-    if isinstance(submission, dict):
-        return [submission]
-    if isinstance(submission, (list, tuple)):
-        out: list[dict] = []
-        for item in submission:
-            out += documents(item)
-        return out
-    text = str(submission)
-    if "\n" not in text and text.endswith((".yaml", ".yml")):
-        with open(text, encoding="utf-8") as f:
-            text = f.read()
-    return [d for d in yaml.safe_load_all(text) if isinstance(d, dict)]
+    return read_manifests(submission, TITLE)
 
 
 def _hours(seconds: float) -> str:

@@ -39,7 +39,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
-import yaml
 
 from ...errors import GpuLabError
 from ...gpus import (
@@ -59,6 +58,7 @@ from ...metrics.annotations import (
     utilization,
 )
 from .feedback import Checklist, Feedback
+from .manifests import read_manifests
 
 TITLE = "Lab 08"
 MODEL = "A100-80GB"
@@ -128,21 +128,7 @@ __all__ = [
 # ------------------------------------------------------------------ reading input
 def documents(submission: Any) -> list[dict]:
     """Manifests from YAML text, a path to a YAML file, a dict, or a list of any of these."""
-    if submission is None:
-        return []
-    if isinstance(submission, Mapping):
-        return [dict(submission)]
-    if isinstance(submission, (list, tuple)):
-        return [d for item in submission for d in documents(item)]
-    text = str(submission)
-    if "\n" not in text and text.endswith((".yaml", ".yml")):
-        with open(text, encoding="utf-8") as f:
-            text = f.read()
-    try:
-        docs = list(yaml.safe_load_all(text))
-    except yaml.YAMLError as err:
-        raise GpuLabError(f"not YAML: {str(err).splitlines()[0]}") from None
-    return [d for d in docs if isinstance(d, dict)]
+    return read_manifests(submission, TITLE)
 
 
 def _namespace_docs() -> list[dict]:

@@ -22,12 +22,19 @@ import pandas as pd
 from ...errors import GpuLabError
 from ...model.quantity import parse_quantity
 from .feedback import Checklist
-from .lab07 import documents
+from .manifests import read_manifests
 
 __all__ = ["CLUSTER", "SERVICES", "Service", "check_all_running", "check_memory",
            "check_no_whole_h100", "check_tensor_parallel", "documents", "run", "work_problems"]
 
 TITLE = "Lab 09"
+
+
+def documents(submission: Any) -> list[dict]:
+    """The submission as a list of manifests: YAML text, a path to a YAML file, a dict or a list."""
+    return read_manifests(submission, TITLE)
+
+
 MEMORY = "gpulab.dev/gpu-memory"
 GIB = 1024 ** 3
 MIB = 1024 ** 2
