@@ -31,7 +31,7 @@ from ..gpus.labels import gpu_uuids
 from ..gpus.pricing import node_price_per_hour, physical_gpus
 from ..gpus.reconfigure import reconfigure
 from ..model import arguments as args
-from ..model.duration import DURATION_ANNOTATION, parse_duration
+from ..model.duration import DURATION_ANNOTATION, go_duration_string, parse_duration
 from ..model.nodepool import MIG_CONFIG_LABEL
 from ..model.objects import Node, Pod, is_extended_resource
 from ..model.parse import NameGenerator
@@ -247,16 +247,6 @@ class _PermitTimer:
 
 
 _PERMIT_TIMER = _PermitTimer()
-
-
-def _go_duration(seconds: float) -> str:
-    """Go's ``time.Duration.String()`` for whole seconds (300 -> "5m0s")."""
-    s = int(seconds)
-    h, rest = divmod(s, 3600)
-    m, sec = divmod(rest, 60)
-    if h:
-        return f"{h}h{m}m{sec}s"
-    return f"{m}m{sec}s" if m else f"{sec}s"
 
 
 class SimSession(Session):
@@ -729,7 +719,7 @@ class SimSession(Session):
             self._snapshot.remove_pod(w.pod)
             rec = self._records.get(key)
             if rec is not None:
-                rec.message = (f"rejected due to timeout after waiting {_go_duration(w.timeout_s)} "
+                rec.message = (f"rejected due to timeout after waiting {go_duration_string(w.timeout_s)} "
                                f"at plugin {w.plugin}")
 
     def _bind(self, rec: PodRecord, node: str) -> None:

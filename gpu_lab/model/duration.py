@@ -20,3 +20,22 @@ def parse_duration(text: str, what: str = f"annotation {DURATION_ANNOTATION}") -
         raise GpuLabError(f'{what}: invalid duration "{text}" (use e.g. 90s, 5m, 1h30m)')
     scale = {"ms": 0.001, "s": 1, "m": 60, "h": 3600}
     return sum(float(n) * scale[u] for n, u in parts)
+
+
+def go_duration_string(seconds: float) -> str:
+    """Go's ``time.Duration.String`` from whole milliseconds up (300 -> "5m0s"), as Kubernetes and
+    Kueue print durations in their messages."""
+    if seconds == 0:
+        return "0s"
+    sign, rest = ("-" if seconds < 0 else ""), abs(seconds)
+    if rest < 1:
+        ms = rest * 1000
+        return f"{sign}{ms:g}ms"
+    h, rest = divmod(rest, 3600)
+    m, sec = divmod(rest, 60)
+    text = f"{sec:g}s"
+    if h or m:
+        text = f"{int(m)}m{text}"
+    if h:
+        text = f"{int(h)}h{text}"
+    return sign + text

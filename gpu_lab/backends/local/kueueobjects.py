@@ -32,7 +32,8 @@ import time
 from typing import Any
 
 from ...errors import GpuLabError
-from ...sim.kueue.configuration import go_duration_string, parse_configuration, parse_go_duration
+from ...model.duration import go_duration_string
+from ...sim.kueue.configuration import parse_configuration, parse_go_duration
 from ..account import condition
 from .client import ApiError, KubeClient
 from .cluster import LocalCluster

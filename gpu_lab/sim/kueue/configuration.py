@@ -22,6 +22,7 @@ from typing import Any
 
 from ...errors import GpuLabError
 from ...model import validation as v
+from ...model.duration import go_duration_string
 from .objects import CREATION_TIMESTAMP, EVICTION_TIMESTAMP, WaitForPodsReady
 from .validation import IS_NEGATIVE
 
@@ -52,24 +53,6 @@ def parse_go_duration(text: Any) -> float:
         total += float(m.group(1)) * _UNITS[m.group(2)]
         pos = m.end()
     return sign * total
-
-
-def go_duration_string(seconds: float) -> str:
-    """``time.Duration.String`` for the values a Configuration holds (whole milliseconds up)."""
-    if seconds == 0:
-        return "0s"
-    sign, rest = ("-" if seconds < 0 else ""), abs(seconds)
-    if rest < 1:
-        ms = rest * 1000
-        return f"{sign}{ms:g}ms"
-    h, rest = divmod(rest, 3600)
-    m, sec = divmod(rest, 60)
-    text = f"{sec:g}s"
-    if h or m:
-        text = f"{int(m)}m{text}"
-    if h:
-        text = f"{int(h)}h{text}"
-    return sign + text
 
 
 def parse_configuration(doc: dict, version: str) -> WaitForPodsReady | None:
