@@ -340,6 +340,7 @@ class SimSession(Session):
             new_scheduler.nominated = self._scheduler.nominated
             new_scheduler.pod_groups = self._scheduler.pod_groups  # members waiting at Permit
             self._scheduler = new_scheduler
+            self._fit_cache = {}  # verdicts of the old configuration
             refs.append("kubeschedulerconfiguration")
         if sc.nodes:
             for n in sc.nodes:
@@ -886,8 +887,9 @@ class SimSession(Session):
     def _fits_on_new(self, pod: Pod, node: Node) -> bool:
         """The scheduler's verdict for ``pod`` on a cluster holding only an empty ``node``
         (what cluster-autoscaler asks of a node group's template node)."""
-        key = ("fits_on_new", node.pool, json.dumps(self._scheduler_config_raw, sort_keys=True, default=str))
-        cache = self._fit_cache.setdefault(key, {})
+        # One verdict per pool (a plain Node is its own) and pod template, until the scheduler's
+        # configuration changes (apply clears the cache).
+        cache = self._fit_cache.setdefault(node.pool or node.name, {})
         sig = id(pod.memo)  # pods of one template share their memo: one verdict per template
         if sig not in cache:
             snap = Snapshot()
