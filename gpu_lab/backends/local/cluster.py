@@ -420,19 +420,24 @@ class LocalCluster:
         if not self.exists():
             raise LocalClusterError(f"no lab {self.name!r} in {self.dir}: run {up}")
         state = self._load_state()
+
+        def hung(c: str, pid: int) -> LocalClusterError:
+            return LocalClusterError(f"lab {self.name!r}: {c} (pid {pid}) is stopped by a signal (hung); "
+                                     f"{up} resumes it")
+
         for c in COMPONENTS:
             pid, _ = self._record(state, c)
             if not self._is_running(state, c):
                 raise LocalClusterError(f"lab {self.name!r}: {c} is not running; {up} starts it")
             if c not in paused and procs.is_frozen(pid):
-                raise LocalClusterError(
-                    f"lab {self.name!r}: {c} (pid {pid}) is stopped by a signal (hung); "
-                    f"{up} resumes it"
-                )
+                raise hung(c, pid)
         if health:
             for c in (x for x in COMPONENTS if x not in paused):
                 ok, why = self._check(c, state)
                 if not ok:
+                    pid, _ = self._record(state, c)
+                    if procs.is_frozen(pid):  # a SIGSTOP lands asynchronously: it may have come meanwhile
+                        raise hung(c, pid)
                     raise LocalClusterError(
                         f"lab {self.name!r}: {c} is not healthy ({why}); {up} repairs it"
                     )
