@@ -6,11 +6,10 @@ last cycle stopped, until ``numFeasibleNodesToFind`` feasible nodes are found
 weighted sum -> highest total wins, ties broken at random (seeded) or, in
 deterministic mode, by the lowest node name.
 
-What kube-scheduler recomputes every cycle the simulator may keep, never changing
-a decision (tests/sim/test_caches.py): the combined mask of the filters that read only
-node objects (``static_filter_key``), which plugins skip a pod class whatever the cluster
-holds, and the raw scores of node-local score plugins per pod class, rescored only on
-nodes whose pods changed (``score_key``).
+The methods are named after ``pkg/scheduler/schedule_one.go``: ``schedule_one`` is
+``schedulePod``, which calls ``findNodesThatFitPod`` (PreFilter, the nominated node,
+``findNodesThatPassFilters``), ``prioritizeNodes`` and ``selectHost``. What kube-scheduler
+recomputes every cycle the simulator keeps in ``cache.py``, never changing a decision.
 
 Two v1.37 details are modelled approximately, and the README says so: without
 extenders the real scheduler breaks ties by heap order over the nodes in the order
@@ -36,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from ..model.objects import Pod
+from .cache import CycleCache, plan
 from .framework import (
     ERROR,
     SKIP,
@@ -45,7 +45,6 @@ from .framework import (
     WAIT,
     CycleContext,
     Diagnosis,
-    Plugin,
     PostFilterResult,
     Status,
 )
@@ -53,9 +52,6 @@ from .podgroups import PodGroupManager
 from .profile import Profile, SchedulerConfig
 from .snapshot import Snapshot
 
-# Below this many changed nodes, node-local scores are refreshed one node at a time
-# (plain Python); above it, numpy over the changed nodes is cheaper.
-SCORE_ONE_BY_ONE = 12
 MIN_FEASIBLE_NODES_TO_FIND = 100
 MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
 NO_NODE_AVAILABLE_MSG = "0/{} nodes are available"
@@ -180,15 +176,7 @@ class Scheduler:
         self.deterministic = deterministic
         self.next_start_node_index = 0
         self.nominated: dict[str, tuple[Pod, int]] = {}  # pod key -> (pod, node index)
-        # Combined masks of the filters that depend only on node objects, per
-        # (profile, the pod's keys for those filters); valid for one node version.
-        self._static_masks: dict[tuple, np.ndarray] = {}
-        self._static_version: tuple[int, int] = (-1, -1)
-        self._to_find: dict[tuple[int, int], int] = {}
-        # Node-local raw scores per (plugin, score key), valid for one node version.
-        self._score_cache: dict[tuple, list] = {}
-        self._score_cache_state: tuple[int, int, int] = (-1, -1, -1)
-        self.cache_scores = True  # off: every plugin scores the feasible nodes every cycle
+        self.cache = CycleCache(snapshot)  # kept only for speed (cache.py)
         self.pod_groups = PodGroupManager()  # the embedded backend keeps it current
 
     @classmethod
@@ -201,97 +189,10 @@ class Scheduler:
         sched.config = load_scheduler_config(raw, handle=sched)
         return sched
 
-    # ----------------------------------------------------------- filtering
-    def _context(self, pod: Pod, profile: Profile) -> CycleContext:
-        ctx = CycleContext(pod=pod, snapshot=self.snapshot, profile=profile)
-        if self.nominated:
-            for key, (other, i) in self.nominated.items():
-                if key != pod.key and other.priority >= pod.priority:
-                    ctx.nominated.setdefault(i, []).append(other)
-        return ctx
-
-    def _filter_masks(self, ctx: CycleContext, profile: Profile, skipped: set[str]):
-        """Every filter plugin's own mask, in order: for reasons and explanations."""
-        plugins = [p for p in profile.at("filter") if p.name not in skipped]
-        masks = [p.filter(ctx) for p in plugins]
-        return plugins, masks
-
-    @staticmethod
-    def _plan(pod: Pod, profile: Profile, phase: str) -> tuple[frozenset[str], list]:
-        """The plugins of a phase that skip this pod whatever the cluster holds, and
-        (plugin, weight, asks, score key, may be constant) for the others: asks is False
-        for a plugin without a PreScore that could say more than its static skip, and
-        may be constant is True for one that can tell its score is the same everywhere."""
-        key = ("plan", phase, profile.token)
-        plan = pod.memo.get(key)
-        if plan is None:
-            skips = "skips_pre_filter" if phase == "preFilter" else "skips_pre_score"
-            static = frozenset(pl.name for pl in profile.at(phase) if getattr(pl, skips)(pod))
-            score = phase == "score"
-            plan = static, [(pl, w, not score or (pl.implements("pre_score") and not pl.pre_score_decided_by_pod),
-                             pl.score_key(pod) if score else None, pl.implements("same_everywhere"))
-                            for pl, w in profile.weighted(phase) if pl.name not in static]
-            pod.memo[key] = plan
-        return plan
-
-    def _pre_filter(self, ctx: CycleContext, profile: Profile) -> tuple[Status | None, set[str], tuple]:
-        """PreFilter: the first rejection, every plugin that skips, and those that skipped this cycle only."""
-        static, ask = self._plan(ctx.pod, profile, "preFilter")
-        skipped_now: tuple[str, ...] = ()
-        for pl, _, _, _, _ in ask:
-            st = pl.pre_filter(ctx)
-            if st is None:
-                continue
-            if st.code == SKIP:
-                skipped_now += (pl.name,)
-            elif st.rejected or st.code == ERROR:
-                return Status(st.code, st.reasons, pl.name), set(static), skipped_now
-        return None, static.union(skipped_now), skipped_now
-
-    def _filter_plan(self, pod: Pod, profile: Profile, skipped: set[str],
-                     skipped_now: tuple[str, ...]) -> tuple[tuple, list, list]:
-        """Split the pod's filter plugins into node-object-only ones (with their keys) and the rest."""
-        key = ("filter_plan", profile.token, skipped_now)  # the rest of `skipped` is fixed per pod
-        plan = pod.memo.get(key)
-        if plan is None:
-            keys, static, dynamic = [], [], []
-            for pl in profile.at("filter"):
-                if pl.name in skipped:
-                    continue
-                k = pl.static_filter_key(pod)
-                if k is None:
-                    dynamic.append(pl)
-                else:
-                    keys.append((pl.name, k))
-                    static.append(pl)
-            plan = (profile.token, tuple(keys)), static, dynamic
-            pod.memo[key] = plan
-        return plan
-
-    def _passes(self, ctx: CycleContext, profile: Profile, skipped: set[str],
-                skipped_now: tuple[str, ...]) -> np.ndarray:
-        """Nodes that pass every Filter: cached node-object filters AND this cycle's others."""
-        snap = self.snapshot
-        cache_key, static, dynamic = self._filter_plan(ctx.pod, profile, skipped, skipped_now)
-        version = (snap.node_version, len(snap))
-        if self._static_version != version or len(self._static_masks) > 4096:
-            self._static_masks.clear()
-            self._static_version = version
-        passes = self._static_masks.get(cache_key)
-        if passes is None:
-            passes = np.ones(len(snap), dtype=bool)
-            for pl in static:
-                passes &= pl.filter(ctx)
-            passes.flags.writeable = False
-            self._static_masks[cache_key] = passes
-        for pl in dynamic:
-            passes = passes & pl.filter(ctx)
-        return passes
-
     # ------------------------------------------------------------- a cycle
     def schedule_one(self, pod: Pod, post_filter: bool = True) -> Attempt:
-        """One pod's cycle; ``post_filter=False`` inside a pod group's cycle, which runs
-        no per-pod preemption."""
+        """``schedulePod``: one pod's cycle; ``post_filter=False`` inside a pod group's cycle,
+        which runs no per-pod preemption."""
         profile = self.config.profile_for(pod.scheduler_name)
         snap = self.snapshot
         attempt = Attempt(pod=pod, profile=pod.scheduler_name, node_names=snap.names)
@@ -303,43 +204,91 @@ class Scheduler:
             attempt.message = "no nodes available to schedule pods"
             return attempt
         ctx = self._context(pod, profile)
-        diagnosis = Diagnosis()
-        attempt.diagnosis = diagnosis
+        attempt.diagnosis = Diagnosis()
+        feasible = self._find_nodes_that_fit_pod(ctx, profile, attempt)
+        if feasible is None:  # a plugin error: the attempt carries its text
+            return attempt
+        if len(feasible) == 0:
+            return self._fail(ctx, attempt, n, post_filter)
+        if len(feasible) == 1:
+            attempt.node = snap.nodes[int(feasible[0])].name
+            return attempt
+        total = self._prioritize_nodes(ctx, profile, feasible, attempt)
+        attempt.total = total
+        attempt.node = snap.nodes[int(feasible[self._select_host(total, feasible)])].name
+        return attempt
 
+    def _context(self, pod: Pod, profile: Profile) -> CycleContext:
+        ctx = CycleContext(pod=pod, snapshot=self.snapshot, profile=profile)
+        if self.nominated:
+            for key, (other, i) in self.nominated.items():
+                if key != pod.key and other.priority >= pod.priority:
+                    ctx.nominated.setdefault(i, []).append(other)
+        return ctx
+
+    # ----------------------------------------------------------- filtering
+    def _find_nodes_that_fit_pod(self, ctx: CycleContext, profile: Profile, attempt: Attempt) -> np.ndarray | None:
+        """``findNodesThatFitPod``: PreFilter, the nominated node first, then Filter over the
+        nodes. The feasible node indices (also in ``attempt.feasible``), or None on a plugin error."""
+        diagnosis = attempt.diagnosis
+        assert diagnosis is not None
         rejected, skipped, skipped_now = self._pre_filter(ctx, profile)
         if rejected is not None and rejected.code == ERROR:
             # A plugin error ends the attempt with its own text (reason SchedulerError), no FitError.
             attempt.message = rejected.message()
             attempt.evaluated = attempt.feasible = np.arange(0)
-            return attempt
+            return None
         if rejected is not None:
             diagnosis.pre_filter_msg = rejected.message()
             diagnosis.absent_status = rejected
             diagnosis.unschedulable_plugins.add(rejected.plugin)
             attempt.evaluated = np.arange(0)
             attempt.feasible = np.arange(0)
-            return self._fail(ctx, attempt, n, post_filter)
+            return attempt.feasible
 
         passes = self._passes(ctx, profile, skipped, skipped_now)
 
         # A pod nominated by an earlier preemption tries its node first, unscored.
-        nom = self.nominated.get(pod.key) if self.nominated else None
+        nom = self.nominated.get(ctx.pod.key) if self.nominated else None
         if nom is not None and passes[nom[1]]:
             if self.record:
                 self._record_filters(ctx, profile, skipped, attempt)
             attempt.via_nominated_node = True
             attempt.evaluated = np.array([nom[1]])
             attempt.feasible = np.array([nom[1]])
-            attempt.node = snap.nodes[nom[1]].name
-            return attempt
+            return attempt.feasible
+        return self._find_nodes_that_pass_filters(ctx, profile, skipped, passes, attempt)
 
-        to_find = self._to_find.get((profile.token, n))
-        if to_find is None:
-            pct = profile.percentage_of_nodes_to_score
-            if pct is None:
-                pct = self.config.percentage_of_nodes_to_score
-            to_find = num_feasible_nodes_to_find(pct, n) if profile.phases["score"] else 1
-            self._to_find[(profile.token, n)] = to_find
+    def _pre_filter(self, ctx: CycleContext, profile: Profile) -> tuple[Status | None, set[str], tuple]:
+        """PreFilter: the first rejection, every plugin that skips, and those that skipped this cycle only."""
+        static, ask = plan(ctx.pod, profile, "preFilter")
+        skipped_now: tuple[str, ...] = ()
+        for pl, _, _, _, _ in ask:
+            st = pl.pre_filter(ctx)
+            if st is None:
+                continue
+            if st.code == SKIP:
+                skipped_now += (pl.name,)
+            elif st.rejected or st.code == ERROR:
+                return Status(st.code, st.reasons, pl.name), set(static), skipped_now
+        return None, static.union(skipped_now), skipped_now
+
+    def _passes(self, ctx: CycleContext, profile: Profile, skipped: set[str],
+                skipped_now: tuple[str, ...]) -> np.ndarray:
+        """Nodes that pass every Filter: the kept node-object filters AND this cycle's others."""
+        passes, dynamic = self.cache.node_object_filters(ctx, profile, skipped, skipped_now)
+        for pl in dynamic:
+            passes = passes & pl.filter(ctx)
+        return passes
+
+    def _find_nodes_that_pass_filters(self, ctx: CycleContext, profile: Profile, skipped: set[str],
+                                      passes: np.ndarray, attempt: Attempt) -> np.ndarray:
+        """``findNodesThatPassFilters``: the feasible nodes from where the last cycle stopped,
+        up to ``numFeasibleNodesToFind``; the rejected ones' reasons in the diagnosis."""
+        diagnosis = attempt.diagnosis
+        assert diagnosis is not None
+        n = len(self.snapshot)
+        to_find = self.cache.num_to_find(profile, n, lambda: self._num_feasible_nodes_to_find(profile, n))
         start = self.next_start_node_index
         feasible, processed = feasible_window(passes, start, to_find)
         self.next_start_node_index = (start + processed) % n
@@ -364,23 +313,19 @@ class Scheduler:
                     diagnosis.groups.extend(pl.filter_status_groups(ctx, idx))
                 if self.record:
                     attempt.failed_by = {i: st for st, idx in diagnosis.groups for i in idx.tolist()}
+        return feasible
 
-        if len(feasible) == 0:
-            return self._fail(ctx, attempt, n, post_filter)
-        if len(feasible) == 1:
-            attempt.node = snap.nodes[int(feasible[0])].name
-            return attempt
-        total = self._score(ctx, profile, feasible, attempt)
-        attempt.total = total
-        best = (total == total.max()).nonzero()[0]
-        if len(best) == 1:
-            choice = int(best[0])
-        elif self.deterministic:
-            choice = min((int(b) for b in best), key=lambda b: snap.nodes[int(feasible[b])].name)
-        else:
-            choice = int(best[self.rng.randrange(len(best))])
-        attempt.node = snap.nodes[int(feasible[choice])].name
-        return attempt
+    def _num_feasible_nodes_to_find(self, profile: Profile, n: int) -> int:
+        pct = profile.percentage_of_nodes_to_score
+        if pct is None:
+            pct = self.config.percentage_of_nodes_to_score
+        return num_feasible_nodes_to_find(pct, n) if profile.phases["score"] else 1
+
+    def _filter_masks(self, ctx: CycleContext, profile: Profile, skipped: set[str]):
+        """Every filter plugin's own mask, in order: for reasons and explanations."""
+        plugins = [p for p in profile.at("filter") if p.name not in skipped]
+        masks = [p.filter(ctx) for p in plugins]
+        return plugins, masks
 
     def _record_filters(self, ctx: CycleContext, profile: Profile, skipped: set[str], attempt: Attempt,
                         plugins=None, masks=None) -> None:
@@ -396,13 +341,14 @@ class Scheduler:
             words = {id(st): st.message() for st in dict(zip(map(id, statuses), statuses)).values()}
             attempt.filter_verdicts[pl.name] = dict(zip(rejected.tolist(), (words[id(st)] for st in statuses)))
 
-    def _score(self, ctx: CycleContext, profile: Profile, feasible: np.ndarray, attempt: Attempt) -> np.ndarray:
+    # ------------------------------------------------------------- scoring
+    def _prioritize_nodes(self, ctx: CycleContext, profile: Profile, feasible: np.ndarray,
+                          attempt: Attempt) -> np.ndarray:
+        """``prioritizeNodes``: PreScore, Score, NormalizeScore, times each plugin's weight, summed."""
         total = None
-        static, ask = self._plan(ctx.pod, profile, "score")
-        snap = self.snapshot
-        if self._score_cache_state != (snap.change_epoch, snap.node_version, len(snap)):
-            self._score_cache.clear()  # nodes changed, or the change log restarted
-            self._score_cache_state = (snap.change_epoch, snap.node_version, len(snap))
+        static, ask = plan(ctx.pod, profile, "score")
+        cache = self.cache
+        cache.start_scoring()
         for pl, w, asks, key, may_be_constant in ask:
             if may_be_constant and not self.record and pl.same_everywhere(ctx):
                 continue  # adds the same to every node's total: cannot change the choice
@@ -411,10 +357,7 @@ class Scheduler:
                 if st is not None and st.code == SKIP:
                     attempt.skipped_score_plugins.append(pl.name)
                     continue
-            if key is None or not self.cache_scores:
-                raw = pl.score(ctx, feasible)
-            else:
-                raw = self._kept_scores(ctx, pl, key, feasible)
+            raw = cache.raw_scores(ctx, pl, key, feasible)
             norm = pl.normalize_score(ctx, raw)
             if self.record:
                 attempt.scores[pl.name] = PluginScores(raw, np.asarray(norm, dtype=np.int64), w)
@@ -427,28 +370,19 @@ class Scheduler:
             return np.zeros(len(feasible), dtype=np.int64)
         return total
 
-    def _kept_scores(self, ctx: CycleContext, pl: Plugin, key: Any, feasible: np.ndarray) -> np.ndarray:
-        """A node-local plugin's raw scores over ``feasible``, kept per score key over all
-        nodes: only nodes whose pods changed since are scored again, one by one
-        (``score_each``) when they are few, else together."""
-        log = self.snapshot.changed
-        entry = self._score_cache.get((pl.token, key))  # [raw over all nodes, log position read]
-        if entry is None or len(log) - entry[1] > len(self.snapshot) // 4:
-            if len(self._score_cache) >= 1024:
-                self._score_cache.clear()
-            entry = self._score_cache[(pl.token, key)] = [pl.score(ctx, np.arange(len(self.snapshot))), len(log)]
-        elif entry[1] < len(log):
-            raw, stale = entry[0], list(set(log[entry[1]:]))
-            entry[1] = len(log)
-            each = pl.score_each(ctx, stale) if len(stale) <= SCORE_ONE_BY_ONE else None
-            if each is None:
-                raw[stale] = pl.score(ctx, np.array(stale))
-            else:
-                for i, v in zip(stale, each):
-                    raw[i] = v
-        return entry[0][feasible]
+    def _select_host(self, total: np.ndarray, feasible: np.ndarray) -> int:
+        """``selectHost``: the position in ``feasible`` of the highest total; ties at random
+        (seeded), or by the lowest node name in deterministic mode."""
+        best = (total == total.max()).nonzero()[0]
+        if len(best) == 1:
+            return int(best[0])
+        if self.deterministic:
+            nodes = self.snapshot.nodes
+            return min((int(b) for b in best), key=lambda b: nodes[int(feasible[b])].name)
+        return int(best[self.rng.randrange(len(best))])
 
     def _fail(self, ctx: CycleContext, attempt: Attempt, n: int, post_filter: bool = True) -> Attempt:
+        """A FitError: PostFilter (preemption) gets its turn, then the message."""
         diagnosis = attempt.diagnosis
         assert diagnosis is not None
         post = ctx.profile.at("postFilter") if post_filter else []
