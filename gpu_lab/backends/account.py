@@ -1,7 +1,8 @@
 """What a real kube-scheduler says about a pod: its PodScheduled condition and events.
 
-Both real-cluster backends (``local`` and ``kubeconfig``) explain a pod this way;
-only the embedded scheduler can add per-plugin filter and score tables.
+Both real-cluster backends (``local`` and ``kubeconfig``) explain a pod this way; the
+sim adds per-plugin filter and score tables, and the local backend adds the real
+kube-scheduler's own scores from its log (``local/schedulerlog.py``).
 """
 
 from __future__ import annotations
@@ -13,8 +14,9 @@ import pandas as pd
 from ..sim.explain import Explanation
 
 SCHEDULER_EVENTS = ("Scheduled", "FailedScheduling", "Preempted", "Preempting")
-ONLY_THE_SIM_HAS_TABLES = ("per-plugin filter and score tables come from the embedded scheduler "
-                           "(backend sim); the real kube-scheduler reports only its decision and reasons")
+ONLY_THE_SIM_HAS_TABLES = ("per-plugin tables: the sim computes them and the local backend reads "
+                           "kube-scheduler's own scores from its log; here only the decision and "
+                           "reasons are known")
 
 
 def condition(pod: dict[str, Any], kind: str) -> dict[str, Any]:

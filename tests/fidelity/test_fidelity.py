@@ -70,4 +70,49 @@ def test_real_explanation_of_a_pending_pod_matches_the_simulator(local_session):
     assert real.node is None and real.notes[0].startswith("PodScheduled=False (Unschedulable)")
     assert any(n.startswith("FailedScheduling: 0/2 nodes are available") for n in real.notes)
     assert real.message == sim.explain("default/too-big").message
-    assert real.filters.empty and "embedded scheduler" in real.notes[-1]
+    # rejected before scoring: the account has no tables, and says where they come from
+    assert real.filters.empty and real.scores.empty and "its log" in real.notes[-1]
+
+
+TWO_SIZES = """
+apiVersion: gpulab.dev/v1alpha1
+kind: NodePool
+metadata: {name: big}
+spec: {count: 1, gpu: {model: A100-80GB, count: 8}, cpu: "128", memory: 1024Gi}
+---
+apiVersion: gpulab.dev/v1alpha1
+kind: NodePool
+metadata: {name: small}
+spec: {count: 1, gpu: {model: L4, count: 1}, cpu: "16", memory: 64Gi}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: web}
+spec:
+  containers:
+  - {name: c, image: app, resources: {requests: {cpu: "4", memory: 8Gi}}}
+"""
+
+
+@pytest.mark.controlplane
+def test_real_scores_of_a_bound_pod_are_the_schedulers_own_and_match_the_simulator(local_session):
+    """explain() on local carries kube-scheduler's per-plugin weighted scores for every
+    node it scored (read from its log), in the sim's shape, and they equal the sim's."""
+    local_session.reset()
+    local_session.apply(TWO_SIZES)
+    local_session.schedule()
+    sim = gpu_lab.connect("sim", seed=0)
+    sim.apply(TWO_SIZES)
+    sim.schedule()
+    real, model = local_session.explain("web").to_dict(), sim.explain("web").to_dict()
+    assert real["node"] == model["node"] == "big-0"
+
+    def weighted(d):
+        return {n["name"]: ({p: v["weighted"] for p, v in n["scores"].items() if v["weighted"]}, n["total"])
+                for n in d["nodes"] if n.get("scores")}
+
+    assert set(weighted(real)) == {"big-0", "small-0"}
+    assert weighted(real) == weighted(model)
+    big = next(n for n in real["nodes"] if n["name"] == "big-0")
+    assert big["result"] == "feasible"
+    assert big["scores"]["TaintToleration"]["weighted"] == 3 * big["scores"]["TaintToleration"]["normalized"]

@@ -106,6 +106,8 @@ PLUGIN_PREFIX = "device-plugin/"
 #: remove PodGroups' protection finalizer. It changes nothing for pods without a
 #: spec.schedulingGroup, so every lab has it.
 FEATURE_GATES = "GenericWorkload=true"
+#: raise klog's verbosity for schedule_one.go alone (its score lines), not the whole scheduler
+SCORE_LOG_VMODULE = "--vmodule=schedule_one=10"
 RUNTIME_CONFIG = "scheduling.k8s.io/v1beta1=true"
 
 Progress = Callable[[str], object] | None
@@ -571,11 +573,12 @@ class LocalCluster:
         doc["leaderElection"] = {"leaderElect": False}
         return yaml.safe_dump(doc, sort_keys=False)
 
-    def validate_scheduler_config(self, config: dict[str, Any]) -> None:
+    def validate_scheduler_config(self, config: dict[str, Any]) -> dict[str, Any]:
         """Check ``config`` as kube-scheduler itself does when it starts (strict decoding,
         validation, every profile's plugins and their args built), without an API server:
         the real binary with ``--write-config-to``, which exits once the configuration is
-        complete. Raises :class:`LocalClusterError` with kube-scheduler's own words."""
+        complete. Returns that completed configuration (defaults and weights filled in by
+        kube-scheduler); raises :class:`LocalClusterError` with kube-scheduler's own words."""
         if not isinstance(config, dict):
             raise LocalClusterError(
                 f"KubeSchedulerConfiguration: expected a mapping, not {type(config).__name__}"
@@ -605,10 +608,28 @@ class LocalCluster:
                 ) from None
             except OSError as exc:
                 raise LocalClusterError(f"cannot run {binary}: {exc.strerror}") from None
-        if res.returncode != 0:
-            raise LocalClusterError(
-                f"KubeSchedulerConfiguration: kube-scheduler refuses it: {_go_error(res.stderr)}"
-            )
+            if res.returncode != 0:
+                raise LocalClusterError(
+                    f"KubeSchedulerConfiguration: kube-scheduler refuses it: {_go_error(res.stderr)}"
+                )
+            return yaml.safe_load((t / "out.yaml").read_text()) or {}
+
+    @property
+    def _effective_scheduler_config_path(self) -> Path:
+        return self.config_dir / "kube-scheduler.effective.yaml"
+
+    def effective_scheduler_config(self) -> dict[str, Any]:
+        """The running configuration as kube-scheduler completes it (every profile's
+        plugins with their weights), computed once per configuration."""
+        path = self._effective_scheduler_config_path
+        try:
+            return yaml.safe_load(path.read_text()) or {}
+        except FileNotFoundError:
+            pass
+        done = self.validate_scheduler_config(self._saved_scheduler_config() or {})
+        self.config_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        kc.write(path, yaml.safe_dump(done, sort_keys=False))
+        return done
 
     def set_scheduler_config(self, config: dict | None, progress: Progress = print) -> None:
         """Run kube-scheduler with ``config`` (a KubeSchedulerConfiguration; ``None`` restores
@@ -618,11 +639,14 @@ class LocalCluster:
         configuration keeps the lab from starting. A running scheduler is restarted with it."""
         self.config_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         custom = self._custom_scheduler_config
+        effective = self._effective_scheduler_config_path
         if config is None:
             custom.unlink(missing_ok=True)
+            effective.unlink(missing_ok=True)
         else:
-            self.validate_scheduler_config(config)
+            done = self.validate_scheduler_config(config)
             kc.write(custom, yaml.safe_dump(config, sort_keys=False))
+            kc.write(effective, yaml.safe_dump(done, sort_keys=False))
         state = self._load_state()
         if state["ports"].get(APISERVER):
             kc.write(self.config_dir / "kube-scheduler.yaml", self._scheduler_config_text())
@@ -720,7 +744,9 @@ class LocalCluster:
                 f"--flex-volume-plugin-dir={self.dir / 'volume-plugins'}",
             ]
         if component == SCHEDULER:
-            return [b, f"--config={cfg / 'kube-scheduler.yaml'}", *common]
+            # schedule_one.go logs each score plugin's weighted score per node at V(10):
+            # explain reads the real scheduler's own arithmetic from there (schedulerlog.py)
+            return [b, f"--config={cfg / 'kube-scheduler.yaml'}", *common, SCORE_LOG_VMODULE]
         raise LocalClusterError(f"unknown component {component!r}")
 
     @staticmethod
@@ -926,6 +952,7 @@ class LocalCluster:
         aside = custom.with_name("kube-scheduler.rejected.yaml")
         with contextlib.suppress(OSError):
             os.replace(custom, aside)
+        self._effective_scheduler_config_path.unlink(missing_ok=True)
         if self._load_state()["ports"].get(APISERVER):
             kc.write(self.config_dir / "kube-scheduler.yaml", self._scheduler_config_text())
         say(f"  {SCHEDULER}: the saved configuration was refused ({why[:300]}); "

@@ -32,7 +32,7 @@ from ..account import condition, scheduler_account
 from ..base import Session, Source
 from ..tables import NodeRow, PodRow
 from ..waiting import wait_settled
-from . import agentproc, draobjects, jobtable, kueueobjects
+from . import agentproc, draobjects, jobtable, kueueobjects, schedulerlog
 from .client import ApiError
 from .cluster import SCHEDULER, LocalCluster
 from .kueue import enabled as kueue_enabled
@@ -412,10 +412,18 @@ class LocalSession(Session):
                                  kueue_enabled(self.cluster))
 
     def explain(self, pod: str) -> Explanation:
-        """The real scheduler's own account: its PodScheduled condition and events."""
+        """The real scheduler's own account: its PodScheduled condition and events, and the
+        per-plugin scores of its latest attempt as kube-scheduler logged them."""
         args.check_name(pod, "explain", "pod")
         ns, name = pod.split("/", 1) if "/" in pod else ("default", pod)
-        return scheduler_account(self.client, ns, name)
+        account = scheduler_account(self.client, ns, name)
+        attempt = schedulerlog.read(self.cluster.log_path(SCHEDULER)).get(f"{ns}/{name}")
+        if attempt is None:
+            return account
+        weights = schedulerlog.profile_weights(self.cluster.effective_scheduler_config(),
+                                               account.profile or "default-scheduler")
+        nodes = sorted(n["metadata"]["name"] for n in self.client.list("Node")["items"])
+        return schedulerlog.explained(account, attempt, weights, nodes)
 
     # ------------------------------------------------------- device plugins
     def _agent_for(self, node: str):
