@@ -19,17 +19,13 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from ..deviceplugin.admission import (
-    UNEXPECTED_ADMISSION_ERROR,
-    admission_error_message,
-    fit_failure,
-)
-from ..deviceplugin.config import DevicePluginConfig, allocation_problem, parse_config
-from ..deviceplugin.manager import DeviceAllocationError, DeviceManager
+from ..deviceplugin.config import DevicePluginConfig, parse_config
 from ..errors import GpuLabError
 from ..gpus.labels import gpu_uuids
 from ..gpus.pricing import node_price_per_hour, physical_gpus
 from ..gpus.reconfigure import reconfigure
+from ..kubelet.admission import UNEXPECTED_ADMISSION_ERROR, admit_devices, fit_failure
+from ..kubelet.devicemanager import DeviceManager
 from ..model import arguments as args
 from ..model.duration import DURATION_ANNOTATION, go_duration_string, parse_duration
 from ..model.nodepool import MIG_CONFIG_LABEL
@@ -730,23 +726,15 @@ class SimSession(Session):
         pod = rec.pod
         dm = self._devices[node]
         device_requests = _device_requests(pod)
-        try:
-            # The kubelet picks devices per container, then the plugin's Allocate
-            # validates them exactly as NVIDIA's does (e.g. failRequestsGreaterThanOne).
-            devices = dm.devices if device_requests else {}
-            for container, r, v in device_requests:
-                if r in devices:
-                    ids = dm.allocate(pod.key, container, r, v)
-                    problem = allocation_problem(self._plugin_config(node), ids, devices[r])
-                    if problem:
-                        raise DeviceAllocationError(
-                            f'rpc error: code = Unknown desc = invalid allocation request for "{r}": '
-                            f"invalid request: {problem}")
-        except DeviceAllocationError as err:
-            dm.release(pod.key)
-            self._reject(rec, node, UNEXPECTED_ADMISSION_ERROR, admission_error_message(err))
-            return
         failure = None
+        if device_requests:  # the kubelet's device manager serves the resources it knows
+            devices = dm.devices
+            wanted = [(c, r, v) for c, r, v in device_requests if r in devices]
+            if wanted:
+                failure = admit_devices(dm, pod.key, wanted, self._plugin_config(node)).failure
+        if failure:
+            self._reject(rec, node, *failure)
+            return
         free = snap.free.item
         needs, requests = _admission_needs(snap, pod), pod.requests
         skipped = dra.kubelet_skips(snap, pod, self._nodes[node])  # served by DRA on this node

@@ -41,9 +41,9 @@ from typing import Any
 
 import grpc
 
+from ..kubelet.devicemanager import DeviceAllocationError, DeviceManager
 from ..model.objects import is_extended_resource
 from . import stubs
-from .manager import DeviceAllocationError, DeviceManager
 from .plugin import API_VERSION, KUBELET_SOCKET, MAX_SOCKET_PATH
 
 CHECKPOINT = "kubelet_internal_checkpoint"

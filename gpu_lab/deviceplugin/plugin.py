@@ -97,9 +97,7 @@ from ..gpus.catalog import GpuModel, get_model
 from ..gpus.labels import GPU_RESOURCE, GpuNodeState, gpu_node_state
 from ..gpus.mig import geometry, validate_layout
 from ..gpus.migparted import resolve
-from . import stubs
-from .config import DevicePluginConfig, allocation_problem, load_config, parse_config
-from .manager import (
+from ..kubelet.devicemanager import (
     HEALTHY,
     UNHEALTHY,
     VISIBLE_DEVICES,
@@ -107,6 +105,8 @@ from .manager import (
     split_replica,
     visible_devices,
 )
+from . import stubs
+from .config import DevicePluginConfig, allocation_problem, load_config, parse_config
 
 API_VERSION = "v1beta1"
 DEFAULT_PLUGIN_DIR = "/var/lib/kubelet/device-plugins"

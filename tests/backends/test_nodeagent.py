@@ -27,7 +27,8 @@ from gpu_lab.backends.local import nodestatus as ns
 from gpu_lab.backends.local import podlifecycle as pl
 from gpu_lab.backends.local.client import AlreadyExists
 from gpu_lab.backends.local.nodeagent import NodeAgent, SimNode, nodes_of
-from gpu_lab.deviceplugin.manager import DeviceAllocationError
+from gpu_lab.kubelet.admission import admission_error_message, fit_failure
+from gpu_lab.kubelet.devicemanager import DeviceAllocationError
 from gpu_lab.model.scenario import load_scenario
 
 REPO = Path(__file__).resolve().parents[2]
@@ -105,17 +106,17 @@ def test_pod_requests_sum_containers_and_take_the_largest_init_container():
 
 def test_fit_failure_checks_pods_first_then_cpu_memory_and_skips_unknown_extended():
     alloc = {"pods": 2, "cpu": 4000, "memory": 100, "nvidia.com/gpu": 8}
-    assert pl.fit_failure({"cpu": 1000}, {}, 2, alloc) == (
+    assert fit_failure({"cpu": 1000}, {}, 2, alloc) == (
         "OutOfpods",
         "Pod was rejected: Node didn't have enough resource: pods, requested: 1, used: 2, capacity: 2",
     )
-    reason, msg = pl.fit_failure({"cpu": 3000, "memory": 200}, {"cpu": 2000}, 1, alloc)
+    reason, msg = fit_failure({"cpu": 3000, "memory": 200}, {"cpu": 2000}, 1, alloc)
     assert (reason, msg.split(": ", 1)[1]) == (
         "OutOfcpu",
         "Node didn't have enough resource: cpu, requested: 3000, used: 2000, capacity: 4000",
     )
-    assert pl.fit_failure({"example.com/fpga": 1}, {}, 0, alloc) is None
-    assert pl.fit_failure({"nvidia.com/gpu": 8}, {"nvidia.com/gpu": 1}, 0, alloc)[0] == (
+    assert fit_failure({"example.com/fpga": 1}, {}, 0, alloc) is None
+    assert fit_failure({"nvidia.com/gpu": 8}, {"nvidia.com/gpu": 1}, 0, alloc)[0] == (
         "OutOfnvidia.com/gpu"
     )
 
@@ -127,13 +128,13 @@ def test_outofcpu_message_is_the_simulators():
     lab.apply(POOL)
     lab.apply(gpu_pod("big", 0, node_name="h100-0", cpu="200"))
     row = lab.schedule().set_index("name").loc["big"]
-    reason, message = pl.fit_failure({"cpu": 200_000}, {}, 0, {"pods": 110, "cpu": 96_000})
+    reason, message = fit_failure({"cpu": 200_000}, {}, 0, {"pods": 110, "cpu": 96_000})
     assert (row["phase"], row["reason"], row["message"]) == ("Failed", reason, message)
 
 
 def test_admission_error_message_is_the_kubelets():
     err = DeviceAllocationError("no healthy devices present; cannot allocate unhealthy devices x/y")
-    assert pl.admission_error_message(err) == (
+    assert admission_error_message(err) == (
         "Pod was rejected: Allocate failed due to no healthy devices present; cannot allocate "
         "unhealthy devices x/y, which is unexpected"
     )

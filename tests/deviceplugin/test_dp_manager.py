@@ -2,7 +2,7 @@
 
 import pytest
 
-from gpu_lab.deviceplugin.manager import (
+from gpu_lab.kubelet.devicemanager import (
     ENDPOINT_STOP_GRACE_PERIOD,
     DeviceAllocationError,
     DeviceManager,

@@ -75,13 +75,9 @@ from typing import Any
 # terminal unless the user asked for them
 os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
 
-from ...deviceplugin.config import allocation_problem  # noqa: E402
-from ...deviceplugin.manager import (
-    ENDPOINT_STOP_GRACE_PERIOD,
-    DeviceAllocationError,
-    visible_devices_env,
-)
-from ...errors import GpuLabError
+from ...errors import GpuLabError  # noqa: E402
+from ...kubelet.admission import REJECTED_PREFIX, admit_devices, fit_failure
+from ...kubelet.devicemanager import ENDPOINT_STOP_GRACE_PERIOD, DeviceAllocationError
 from ...model.objects import Node
 from . import draprepare as dra
 from . import nodestatus as ns
@@ -615,34 +611,17 @@ class NodeAgent:
     def _admit(self, client: KubeClient, sn: SimNode, st: PodState, pod: dict) -> None:
         meta = pod["metadata"]
         m = sn.manager
-        devices: dict[str, dict[str, list[str]]] = {}
-        envs: dict[str, dict[str, str]] = {}
-        try:
-            for container, r, count in pl.device_requests(pod, set(m.capacity())):
-                if sn.kubelet is not None and r in sn.plugin_resources:
-                    a = sn.kubelet.allocate(st.uid, container, r, count)
-                    ids, env = a.device_ids, a.envs
-                else:
-                    ids = m.allocate(st.uid, container, r, count)
-                    problem = allocation_problem(sn.config, ids, m.devices.get(r, ()))
-                    if problem:
-                        raise DeviceAllocationError(
-                            f'rpc error: code = Unknown desc = invalid allocation request for "{r}": '
-                            f"invalid request: {problem}"
-                        )
-                    env = visible_devices_env(ids) if r.startswith("nvidia.com/") else {}
-                if ids:
-                    devices.setdefault(container, {})[r] = list(ids)
-                    envs.setdefault(container, {}).update(env)
-        except DeviceAllocationError as err:
-            m.release(st.uid)
-            self._reject(
-                client, sn, st, pod, pl.UNEXPECTED_ADMISSION_ERROR, pl.admission_error_message(err)
-            )
+        got = admit_devices(
+            m, st.uid, pl.device_requests(pod, set(m.capacity())), sn.config,
+            kubelet=sn.kubelet, plugin_resources=sn.plugin_resources,
+        )  # fmt: skip
+        if got.failure:
+            self._reject(client, sn, st, pod, *got.failure)
             return
+        devices, envs = got.devices, got.envs
         st.requests = pl.pod_requests(pod)
         used, count = sn.used()
-        failure = pl.fit_failure(st.requests, used, count, sn.admission_allocatable())
+        failure = fit_failure(st.requests, used, count, sn.admission_allocatable())
         if failure:
             m.release(st.uid)
             self._reject(client, sn, st, pod, *failure)
@@ -751,7 +730,7 @@ class NodeAgent:
         st.terminal = True
         meta = pod["metadata"]
         log.info("%s: rejected %s: %s: %s", sn.name, st.key, reason, message)
-        self._event(client, sn, pod, reason, message.removeprefix(pl.REJECTED_PREFIX))
+        self._event(client, sn, pod, reason, message.removeprefix(REJECTED_PREFIX))
         body = {"metadata": {"uid": st.uid}, "status": pl.rejected_status(reason, message)}
         with contextlib.suppress(ApiError):
             client.patch(

@@ -1,23 +1,15 @@
 """What a kubelet does with a pod bound to its node, minus the containers.
 
-Pure functions used by :mod:`gpu_lab.backends.local.nodeagent` (``fit_failure`` and the
-admission messages live in :mod:`gpu_lab.deviceplugin.admission`, shared with the
-simulator, and are re-exported here):
+Pure functions used by the node agent; admission itself (devices, then the resource-fit
+predicate) is :mod:`gpu_lab.kubelet.admission`, shared with the simulator:
 
 * ``pod_requests``: the pod's effective requests (``resourcehelper.PodRequests``:
   app containers summed, at least the largest init container, plus overhead), in
-  gpu-lab's internal units (cpu in millicores, the rest in whole units);
-* ``fit_failure``: the kubelet's admission predicate (``lifecycle.NewPredicateAdmitHandler``
-  -> ``noderesources.Fits``): pods first, then cpu, memory, ephemeral-storage, then
-  the other resources; extended resources the node does not list at all are left
-  out (``removeMissingExtendedResources``);
+  gpu-lab's internal units (cpu in millicores, the rest in whole units), which the
+  admission predicate compares with the node's;
+* ``device_requests``: what each container asks of the device manager, in the
+  kubelet's order;
 * the status documents: running, completed (exit 0), rejected.
-
-The kubelet runs its device-manager admission (``Allocate`` for every container)
-*before* that predicate, so a pod short of devices fails with
-``UnexpectedAdmissionError`` ("Allocate failed due to ... which is unexpected"),
-and a pod short of cpu, memory or pods with ``OutOf<resource>``. Every rejection
-message starts with ``Pod was rejected: `` (``kubelet.rejectPod``).
 """
 
 from __future__ import annotations
@@ -26,13 +18,6 @@ import datetime as dt
 from collections.abc import Mapping
 from typing import Any
 
-from ...deviceplugin.admission import (  # noqa: F401  (re-exported for the agent)
-    FIT_ORDER,
-    REJECTED_PREFIX,
-    UNEXPECTED_ADMISSION_ERROR,
-    admission_error_message,
-    fit_failure,
-)
 from ...errors import GpuLabError
 from ...model.duration import DURATION_ANNOTATION, parse_duration  # noqa: F401
 from ...model.objects import ContainerResources, Pod, compute_pod_requests

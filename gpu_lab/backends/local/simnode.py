@@ -27,10 +27,10 @@ import yaml
 
 from ...deviceplugin.config import DevicePluginConfig, parse_config
 from ...deviceplugin.kubelet import KubeletServer
-from ...deviceplugin.manager import DeviceManager
 from ...deviceplugin.plugin import KUBELET_SOCKET, MAX_SOCKET_PATH, advertised_devices, socket_name
 from ...errors import GpuLabError
 from ...gpus.migparted import resolve
+from ...kubelet.devicemanager import DeviceManager
 from ...model.objects import Node, stable_uid
 from . import nodestatus as ns
 from .pluginproc import PluginProcess
