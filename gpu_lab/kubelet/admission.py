@@ -18,7 +18,7 @@ from ..model.objects import is_extended_resource
 from .devicemanager import DeviceAllocationError, DeviceManager, visible_devices_env
 
 if TYPE_CHECKING:  # the Registration server needs gRPC; the simulator never passes one
-    from ..deviceplugin.kubelet import KubeletServer
+    from .registration import KubeletServer
 
 REJECTED_PREFIX = "Pod was rejected: "
 UNEXPECTED_ADMISSION_ERROR = "UnexpectedAdmissionError"

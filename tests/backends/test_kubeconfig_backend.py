@@ -32,8 +32,8 @@ from gpu_lab.backends.kubeconfig.session import (
 )
 from gpu_lab.backends.local.build import DEFAULT_VERSION
 from gpu_lab.backends.local.client import NotFound
-from gpu_lab.backends.local.nodestatus import conditions, lease_object, micro_time, rfc3339
 from gpu_lab.errors import GpuLabError
+from gpu_lab.kubelet.nodestatus import conditions, lease_object, micro_time, rfc3339
 
 LINUX = sys.platform.startswith("linux")
 

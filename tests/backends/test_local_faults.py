@@ -19,13 +19,13 @@ from pathlib import Path
 import pytest
 from realcluster import require_controlplane
 
-from gpu_lab.backends.local import agentproc
 from gpu_lab.backends.local import processes as procs
 from gpu_lab.backends.local.cli import main as local_main
 from gpu_lab.backends.local.client import ApiError, KubeClient
 from gpu_lab.backends.local.cluster import LocalCluster, LocalClusterError
 from gpu_lab.backends.local.kubeconfig import Credentials
 from gpu_lab.errors import GpuLabError
+from gpu_lab.kubelet import agentprocess
 
 REPO = Path(__file__).resolve().parents[2]
 SCENARIO = REPO / "lessons" / "scenarios" / "first_cluster.yaml"
@@ -81,9 +81,9 @@ def test_run_and_explain_take_a_lab_name_for_local_only(tmp_path):
 def test_logs_accepts_the_node_agent_and_device_plugins(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("GPU_LAB_HOME", str(tmp_path))
     lab = LocalCluster("lg")
-    agentproc.log_path(lab).parent.mkdir(parents=True)
-    agentproc.log_path(lab).write_text("one\ntwo\nnode agent: 1 node(s) ready\n")
-    plugin_log = agentproc.work_dir(lab) / "h100-0" / "device-plugin.log"
+    agentprocess.log_path(lab).parent.mkdir(parents=True)
+    agentprocess.log_path(lab).write_text("one\ntwo\nnode agent: 1 node(s) ready\n")
+    plugin_log = agentprocess.work_dir(lab) / "h100-0" / "device-plugin.log"
     plugin_log.parent.mkdir(parents=True)
     plugin_log.write_text("serving\n")
     assert local_main(["logs", "nodeagent", "--name", "lg", "--tail", "1"]) == 0
@@ -119,8 +119,8 @@ def test_a_too_large_object_is_refused_at_once_in_one_line():
 
 
 def test_grpc_is_quiet_unless_the_user_asks():
-    assert agentproc.quiet_grpc_env({})["GRPC_VERBOSITY"] == "ERROR"
-    assert agentproc.quiet_grpc_env({"GRPC_VERBOSITY": "DEBUG"})["GRPC_VERBOSITY"] == "DEBUG"
+    assert agentprocess.quiet_grpc_env({})["GRPC_VERBOSITY"] == "ERROR"
+    assert agentprocess.quiet_grpc_env({"GRPC_VERBOSITY": "DEBUG"})["GRPC_VERBOSITY"] == "DEBUG"
     code = "import os, gpu_lab.deviceplugin.plugin; print(os.environ['GRPC_VERBOSITY'])"
     env = {k: v for k, v in os.environ.items() if not k.startswith("GRPC_")}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
@@ -167,10 +167,10 @@ def lab(home):
 
 def _ensure_agent(lab, home) -> int:
     """The `gpu-lab up --scenario` node agent runs (a test before may have reset it)."""
-    if agentproc.agent_pid(lab) is None:
+    if agentprocess.agent_pid(lab) is None:
         res = _gpu_lab(home, "up", "--name", "f", "--scenario", str(SCENARIO))
         assert res.returncode in (0, 2), res.stdout + res.stderr  # 2: objects already exist
-    pid = agentproc.agent_pid(lab)
+    pid = agentprocess.agent_pid(lab)
     assert pid, "no node agent"
     deadline = time.monotonic() + 10
     while _status(home)[1].get("nodeagent", {}).get("state") != "healthy":
@@ -270,7 +270,7 @@ def test_a_hung_then_dead_node_agent_is_shown_and_repaired(lab, home):
     _fails_fast(session.schedule, "node agent", "stopped", "gpu-lab up --name f")
     res = _gpu_lab(home, "up", "--name", "f")
     assert res.returncode == 0 and "node(s) ready" in res.stdout, res.stdout + res.stderr
-    assert agentproc.agent_pid(lab) not in (None, pid)
+    assert agentprocess.agent_pid(lab) not in (None, pid)
     rc, comps = _status(home)
     assert rc == 0 and comps["device-plugin/h100-0"]["state"] == "healthy"
 
@@ -353,4 +353,4 @@ def test_reset_stops_the_node_agent_and_its_plugins(lab, home):
     rc, comps = _status(home)
     assert rc == 0 and not [n for n in comps if n.startswith(("nodeagent", "device-plugin/"))]
     res = _gpu_lab(home, "up", "--name", "f")  # reset forgot the agent: up does not restart it
-    assert res.returncode == 0 and agentproc.agent_pid(lab) is None
+    assert res.returncode == 0 and agentprocess.agent_pid(lab) is None

@@ -23,11 +23,11 @@ from pathlib import Path
 import pytest
 from realcluster import require_controlplane
 
-from gpu_lab.backends.local import nodestatus as ns
-from gpu_lab.backends.local import podlifecycle as pl
 from gpu_lab.backends.local.client import AlreadyExists
-from gpu_lab.backends.local.nodeagent import NodeAgent, SimNode, nodes_of
+from gpu_lab.kubelet import nodestatus as ns
+from gpu_lab.kubelet import podlifecycle as pl
 from gpu_lab.kubelet.admission import admission_error_message, fit_failure
+from gpu_lab.kubelet.agent import AgentNode, NodeAgent, nodes_of
 from gpu_lab.kubelet.devicemanager import DeviceAllocationError
 from gpu_lab.model.scenario import load_scenario
 
@@ -152,7 +152,7 @@ def test_duration_parsing_matches_the_simulator():
 
 def test_node_figures_take_device_resources_from_the_device_manager(tmp_path):
     node = load_scenario(POOL).nodes[0]
-    sn = SimNode(node, 0, tmp_path, grace_period=300)
+    sn = AgentNode(node, 0, tmp_path, grace_period=300)
     assert sn.has_plugin and sn.plugin_resources == {"nvidia.com/gpu"}
     cap, alloc = sn.published()  # no plugin has registered: no GPUs yet, as on a real node
     assert "nvidia.com/gpu" not in cap and cap["cpu"] == 96_000
@@ -175,7 +175,7 @@ def test_plain_nodes_with_gpu_capacity_get_fixed_devices(tmp_path):
         "metadata": {"name": "plain"},
         "status": {"capacity": {"cpu": "8", "memory": "32Gi", "nvidia.com/gpu": "2"}},
     }
-    sn = SimNode(load_scenario(doc).nodes[0], 3, tmp_path, grace_period=300)
+    sn = AgentNode(load_scenario(doc).nodes[0], 3, tmp_path, grace_period=300)
     assert not sn.has_plugin
     cap, alloc = sn.published()
     assert cap["nvidia.com/gpu"] == alloc["nvidia.com/gpu"] == 2
@@ -184,7 +184,7 @@ def test_plain_nodes_with_gpu_capacity_get_fixed_devices(tmp_path):
 
 def test_a_work_dir_too_deep_for_unix_sockets_moves_them_to_a_short_folder(tmp_path):
     deep = tmp_path / ("d" * 120)
-    sn = SimNode(load_scenario(POOL).nodes[0], 0, deep, grace_period=300)
+    sn = AgentNode(load_scenario(POOL).nodes[0], 0, deep, grace_period=300)
     sn.check_socket_paths()
     assert len(str(sn.plugin_dir / "nvidia-gpu.shared.sock")) <= 107
     assert sn.plugin_dir_note and sn.dir == deep / "h100-0"  # logs and config stay put
@@ -541,7 +541,7 @@ def test_runs_as_a_process_until_sigterm_and_takes_its_plugins_along(lab, agent,
         [
             sys.executable,
             "-m",
-            "gpu_lab.backends.local.nodeagent",
+            "gpu_lab.kubelet.agent",
             "--kubeconfig",
             str(cluster.kubeconfig()),
             "--scenario",

@@ -10,7 +10,6 @@ import yaml
 
 from gpu_lab.deviceplugin import stubs
 from gpu_lab.deviceplugin.config import parse_config
-from gpu_lab.deviceplugin.kubelet import KubeletServer
 from gpu_lab.deviceplugin.plugin import (
     FakeDevicePlugin,
     advertised_devices,
@@ -21,6 +20,7 @@ from gpu_lab.deviceplugin.plugin import (
 from gpu_lab.errors import GpuLabError
 from gpu_lab.gpus.labels import gpu_node_state
 from gpu_lab.kubelet.devicemanager import DeviceAllocationError
+from gpu_lab.kubelet.registration import KubeletServer
 from gpu_lab.model.nodepool import expand_node_pool
 
 

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gpu_lab.deviceplugin.kubelet import KubeletServer
 from gpu_lab.deviceplugin.plugin import HEALTH_FILE, socket_name
 from gpu_lab.gpus.labels import gpu_node_state
 from gpu_lab.kubelet.devicemanager import DeviceAllocationError, DeviceManager
+from gpu_lab.kubelet.registration import KubeletServer
 from gpu_lab.model.nodepool import expand_node_pool
 
 REPO = Path(__file__).resolve().parents[2]

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from gpu_lab.errors import GpuLabError
 
-from . import agentproc
+from ...kubelet import agentprocess
 from .client import Unreachable
 from .cluster import ALIASES, COMPONENTS, PLUGIN_PREFIX, LocalCluster, LocalClusterError
 
@@ -46,7 +46,7 @@ def _kind(args):
     return KindCluster(name=args.name if args.name != "default" else "gpu-lab")
 
 
-AGENT = agentproc.AGENT
+AGENT = agentprocess.AGENT
 #: ``gpu-lab up --with kueue`` (see :mod:`.kueue`)
 KUEUE = "kueue"
 ADDONS = (KUEUE,)
@@ -58,7 +58,7 @@ def _name_flag(lab: LocalCluster) -> str:
 
 def stop_agent(lab: LocalCluster) -> bool:
     """Stop the lab's node agent (its plugin processes exit with it); True if one ran."""
-    return agentproc.stop(lab)
+    return agentprocess.stop(lab)
 
 
 def start_agent(lab: LocalCluster, scenario: str, progress=_progress, timeout: float = 60) -> None:
@@ -67,7 +67,7 @@ def start_agent(lab: LocalCluster, scenario: str, progress=_progress, timeout: f
     from ...model.scenario import load_documents
     from .client import AlreadyExists
 
-    agentproc.start(lab, scenario, timeout=timeout, progress=progress)
+    agentprocess.start(lab, scenario, timeout=timeout, progress=progress)
     others = [d for d in load_documents(scenario) if d.get("kind") not in ("Node", "NodePool")]
     if others:
         from .session import LocalSession
@@ -85,7 +85,7 @@ def start_agent(lab: LocalCluster, scenario: str, progress=_progress, timeout: f
 
 def cmd_up(args) -> int:
     if args.scenario:  # bad input is one line (exit 2) before anything starts
-        from .nodeagent import nodes_of
+        from ...kubelet.agent import nodes_of
 
         if not nodes_of(args.scenario):
             raise GpuLabError(f"{args.scenario}: no Nodes or NodePools for the node agent to run")
@@ -186,12 +186,12 @@ def _log_file(lab: LocalCluster, component: str) -> Path:
 
         return kueue.log_path(lab)
     if component == AGENT:
-        return agentproc.log_path(lab)
+        return agentprocess.log_path(lab)
     if component.startswith(PLUGIN_PREFIX):
         node = component[len(PLUGIN_PREFIX):]
         if not node or "/" in node or node.startswith("."):
             raise GpuLabError(f"invalid node name {node!r}")
-        return agentproc.work_dir(lab) / node / "device-plugin.log"
+        return agentprocess.work_dir(lab) / node / "device-plugin.log"
     return lab.log_path(component)  # raises on an unknown name
 
 

@@ -44,7 +44,7 @@ import yaml
 
 from gpu_lab.errors import GpuLabError
 
-from . import agentproc
+from ...kubelet import agentprocess
 from . import kubeconfig as kc
 from . import ports as portlib
 from . import processes as procs
@@ -97,7 +97,7 @@ HUNG_GRACE_S = 5.0
 #: the time kube-scheduler may take to check a configuration (it needs about 0.1 s)
 VALIDATE_TIMEOUT_S = 30.0
 #: the node agent and device plugins, in ``full_status()``
-NODEAGENT = agentproc.AGENT
+NODEAGENT = agentprocess.AGENT
 PLUGIN_PREFIX = "device-plugin/"
 #: The native Workload API and gang scheduling (KEP-4671), beta and off by default in
 #: v1.37: the GenericWorkload gate serves Workload and PodGroup (scheduling.k8s.io/v1beta1,
@@ -374,10 +374,10 @@ class LocalCluster:
         several run) and ``device-plugin/<node>``, state ``healthy``, ``starting``,
         ``unhealthy`` (no heartbeat, plugin not registered), ``hung`` (stopped by a
         signal) or ``stopped``. Empty when no agent has run since the lab started."""
-        docs = agentproc.agent_states(self)
-        cli_pid = agentproc.recorded_pid(self)
+        docs = agentprocess.agent_states(self)
+        cli_pid = agentprocess.recorded_pid(self)
         out: dict[str, ComponentStatus] = {}
-        if not docs and agentproc.recorded_scenario(self):
+        if not docs and agentprocess.recorded_scenario(self):
             out[NODEAGENT] = ComponentStatus(
                 NODEAGENT, "stopped", None, None, None,
                 f"`gpu-lab up{self._name_flag}` starts it again",
@@ -385,7 +385,7 @@ class LocalCluster:
         for doc in docs:
             pid = doc["pid"]
             key = NODEAGENT if len(docs) == 1 else f"{NODEAGENT}-{pid}"
-            state, why = agentproc.assess(doc)
+            state, why = agentprocess.assess(doc)
             if pid != cli_pid and state == "stopped":
                 why += " (it ran in a Python session that has ended)"
             out[key] = ComponentStatus(key, state, pid if state != "stopped" else None, None,
@@ -393,7 +393,7 @@ class LocalCluster:
             for node, info in sorted((doc.get("nodes") or {}).items()):
                 if not info.get("plugin"):
                     continue
-                pstate, pwhy = agentproc.assess_plugin(info, state)
+                pstate, pwhy = agentprocess.assess_plugin(info, state)
                 name = PLUGIN_PREFIX + node
                 ppid = info.get("plugin_pid") if pstate != "stopped" else None
                 out[name] = ComponentStatus(name, pstate, ppid, None, None, pwhy)
@@ -448,12 +448,12 @@ class LocalCluster:
         kueue.check(self)
         if agents:
             me = os.getpid()
-            for doc in agentproc.agent_states(self):
+            for doc in agentprocess.agent_states(self):
                 if doc["pid"] == me:
                     continue
-                st, why = agentproc.assess(doc)
+                st, why = agentprocess.assess(doc)
                 if st in ("stopped", "hung", "unhealthy"):
-                    fix = (f"{up} restarts it" if agentproc.recorded_scenario(self)
+                    fix = (f"{up} restarts it" if agentprocess.recorded_scenario(self)
                            else f"{up} cleans it up; apply the nodes again")
                     if st == "hung":
                         fix = f"{up} resumes it"
@@ -962,34 +962,34 @@ class LocalCluster:
         """Node agents and device plugins: resume hung ones, forget the state of agents
         whose process ended, and start the ``gpu-lab up --scenario`` agent again when it is
         gone, hung beyond resuming, or lost a device plugin."""
-        cli_pid = agentproc.recorded_pid(self)
+        cli_pid = agentprocess.recorded_pid(self)
         restart = False
-        for doc in agentproc.agent_states(self):
+        for doc in agentprocess.agent_states(self):
             pid = doc["pid"]
             if procs.resume(pid):
                 say(f"  {NODEAGENT}: resumed pid {pid} (it was stopped by a signal)")
             for node, info in (doc.get("nodes") or {}).items():
                 if procs.resume(info.get("plugin_pid")):
                     say(f"  {PLUGIN_PREFIX}{node}: resumed (it was stopped by a signal)")
-            st, why = agentproc.assess(doc)
+            st, why = agentprocess.assess(doc)
             if st == "stopped":
                 Path(doc["path"]).unlink(missing_ok=True)
                 if pid != cli_pid:
                     say(f"  {NODEAGENT}: pid {pid} has ended; its nodes stay NotReady until "
                         "they are applied again")
             elif pid == cli_pid and (st == "unhealthy" or any(
-                    info.get("plugin") and agentproc.assess_plugin(info, st)[0] == "stopped"
+                    info.get("plugin") and agentprocess.assess_plugin(info, st)[0] == "stopped"
                     for info in (doc.get("nodes") or {}).values())):
                 say(f"  {NODEAGENT}: {why or 'a device plugin stopped'}; restarting it")
                 restart = True
-        scenario = agentproc.recorded_scenario(self)
-        if scenario and (agentproc.agent_pid(self) is None or restart):
+        scenario = agentprocess.recorded_scenario(self)
+        if scenario and (agentprocess.agent_pid(self) is None or restart):
             if not Path(scenario).exists():
                 say(f"  {NODEAGENT}: not restarted: its scenario {scenario} is gone")
-                agentproc.record_path(self).unlink(missing_ok=True)
+                agentprocess.record_path(self).unlink(missing_ok=True)
                 return
             say(f"  {NODEAGENT}: starting it for {scenario}")
-            agentproc.start(self, scenario, progress=lambda m: say(f"  {m}"))
+            agentprocess.start(self, scenario, progress=lambda m: say(f"  {m}"))
 
     @staticmethod
     def _dependents(components: set[str]) -> set[str]:
@@ -1136,7 +1136,7 @@ class LocalCluster:
             return {}
         result: dict[str, str] = {}
         with self._lock(say):
-            if agentproc.stop(self, forget=purge):
+            if agentprocess.stop(self, forget=purge):
                 say("node agent stopped")
             from . import kueue
 

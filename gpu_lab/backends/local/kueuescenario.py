@@ -246,7 +246,7 @@ class KueueRun:
         return self
 
     def _start_nodes(self, docs: list[dict]) -> None:
-        from .nodeagent import NodeAgent
+        from ...kubelet.agent import NodeAgent
 
         sc = parse_scenario(docs)
         self.agent = NodeAgent(self.client, sc.nodes, self.lab.dir / "nodes")

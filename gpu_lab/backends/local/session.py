@@ -21,6 +21,7 @@ from typing import Any
 import pandas as pd
 
 from ...errors import GpuLabError
+from ...kubelet import agentprocess
 from ...model import arguments as args
 from ...model.nodepool import MIG_CONFIG_LABEL, node_from_manifest
 from ...model.parse import parse_pod
@@ -32,7 +33,7 @@ from ..account import condition, scheduler_account
 from ..base import Session, Source
 from ..tables import NodeRow, PodRow
 from ..waiting import wait_settled
-from . import agentproc, draobjects, jobtable, kueueobjects, schedulerlog
+from . import draobjects, jobtable, kueueobjects, schedulerlog
 from .client import ApiError
 from .cluster import SCHEDULER, LocalCluster
 from .kueue import enabled as kueue_enabled
@@ -240,7 +241,7 @@ class LocalSession(Session):
                 self.cluster.up(progress=None)  # restarts just the scheduler
 
     def _start_nodes(self, nodes) -> list[str]:
-        from .nodeagent import NodeAgent
+        from ...kubelet.agent import NodeAgent
 
         work = self.cluster.dir / "nodes"
         agent = NodeAgent(self.client, nodes, work)
@@ -524,9 +525,9 @@ class LocalSession(Session):
         """
         for agent in self.agents:
             agent.stop()
-        agentproc.stop(self.cluster, forget=True)  # the agent of `gpu-lab up --scenario`
-        for doc in agentproc.agent_states(self.cluster):  # agents of sessions that ended
-            if agentproc.assess(doc)[0] == "stopped":
+        agentprocess.stop(self.cluster, forget=True)  # the agent of `gpu-lab up --scenario`
+        for doc in agentprocess.agent_states(self.cluster):  # agents of sessions that ended
+            if agentprocess.assess(doc)[0] == "stopped":
                 Path(doc["path"]).unlink(missing_ok=True)
         ns_names = [n["metadata"]["name"] for n in self.client.list("Namespace")["items"]]
         for ns in ns_names:

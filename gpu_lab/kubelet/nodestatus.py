@@ -2,7 +2,7 @@
 
 Pure functions that build API objects from a ``gpu_lab.model.objects.Node`` record
 (what a NodePool or a Node manifest expands to) and the node's device manager
-figures; :mod:`gpu_lab.backends.local.nodeagent` sends them. The wording follows the
+figures; :mod:`gpu_lab.kubelet.agent` sends them. The wording follows the
 kubelet of Kubernetes v1.37 (``pkg/kubelet/nodestatus/setters.go``): condition
 reasons and messages, ``nodeInfo``, ``daemonEndpoints``.
 
@@ -21,8 +21,8 @@ import ipaddress
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ...model.objects import Node, stable_uid
-from ...model.quantity import format_quantity
+from ..model.objects import Node, stable_uid
+from ..model.quantity import format_quantity
 
 KUBELET_VERSION = "v1.37.2"
 CONTAINER_RUNTIME_VERSION = "gpu-lab://fake"

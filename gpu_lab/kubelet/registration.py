@@ -41,15 +41,15 @@ from typing import Any
 
 import grpc
 
-from ..kubelet.devicemanager import DeviceAllocationError, DeviceManager
+from ..deviceplugin import stubs
+from ..deviceplugin.plugin import API_VERSION, KUBELET_SOCKET, MAX_SOCKET_PATH
 from ..model.objects import is_extended_resource
-from . import stubs
-from .plugin import API_VERSION, KUBELET_SOCKET, MAX_SOCKET_PATH
+from .devicemanager import DeviceAllocationError, DeviceManager
 
 CHECKPOINT = "kubelet_internal_checkpoint"
 SUPPORTED_VERSIONS = (API_VERSION,)
 
-log = logging.getLogger("gpu_lab.deviceplugin.kubelet")
+log = logging.getLogger("gpu_lab.kubelet.registration")
 
 
 @dataclass

@@ -17,13 +17,14 @@ a real API server:
   API. Capacity/allocatable of device resources are the manager's (real kubelet
   semantics): ``kill_plugin(node)`` and allocatable drops to 0 on the Node within a
   few tenths of a second while capacity stays; new GPU pods pend in kube-scheduler.
-  ``restart_plugin(node)`` restores it. Pools whose devices the fake plugin cannot
-  advertise yet (MIG layouts under ``single``/``mixed``) and plain Node manifests
-  listing ``nvidia.com/*`` capacity get a device manager with fixed devices instead.
+  ``restart_plugin(node)`` restores it. Pools whose devices the fake plugin would not
+  advertise exactly as the record lists them, and plain Node manifests listing
+  ``nvidia.com/*`` capacity, get a device manager with fixed devices instead (``node.py``).
 * **DRA**: the nodes of a NodePool with ``spec.dra`` run NVIDIA's DRA driver instead of a
   device plugin: the agent installs its DeviceClasses and publishes each node's
-  ResourceSlices (``resourceslices``); a pod with ResourceClaims is "prepared" as the
-  kubelet and the driver's kubelet plugin do it (``draprepare``): its devices go in the same
+  ResourceSlices (``backends.local.resourceslices``); a pod with ResourceClaims is "prepared"
+  as the kubelet and the driver's kubelet plugin do it (``backends.local.draprepare``): its
+  devices go in the same
   annotations (keyed ``gpu.nvidia.com``, or the extended resource the scheduler's claim
   serves), plus ``gpulab.dev/cdi-devices``; a claim not ready yet gets a
   ``FailedPrepareDynamicResources`` event and another try a second later.
@@ -49,7 +50,7 @@ In a program::
 
 As a process (until SIGTERM; its plugin processes end with it)::
 
-    python -m gpu_lab.backends.local.nodeagent --kubeconfig K --scenario FILE --work-dir DIR
+    python -m gpu_lab.kubelet.agent --kubeconfig K --scenario FILE --work-dir DIR
 """
 
 from __future__ import annotations
@@ -75,17 +76,17 @@ from typing import Any
 # terminal unless the user asked for them
 os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
 
-from ...errors import GpuLabError  # noqa: E402
-from ...kubelet.admission import REJECTED_PREFIX, admit_devices, fit_failure
-from ...kubelet.devicemanager import ENDPOINT_STOP_GRACE_PERIOD, DeviceAllocationError
-from ...model.objects import Node
-from . import draprepare as dra
+from ..backends.local import draprepare as dra
+from ..backends.local import resourceslices as rs
+from ..backends.local.client import AlreadyExists, ApiError, KubeClient, NotFound, Unreachable
+from ..backends.local.watch import CancellableWatch
+from ..errors import GpuLabError  # noqa: E402
+from ..model.objects import Node
 from . import nodestatus as ns
 from . import podlifecycle as pl
-from . import resourceslices as rs
-from .client import AlreadyExists, ApiError, KubeClient, NotFound, Unreachable
-from .simnode import NodeAgentError, PodState, SimNode
-from .watch import CancellableWatch
+from .admission import REJECTED_PREFIX, admit_devices, fit_failure
+from .devicemanager import ENDPOINT_STOP_GRACE_PERIOD, DeviceAllocationError
+from .node import AgentNode, NodeAgentError, PodState
 
 log = logging.getLogger("gpu_lab.nodeagent")
 
@@ -140,8 +141,8 @@ class NodeAgent:
         # skip the 5-minute device-plugin grace period or a pod's duration on a real
         # control plane (whose own clock keeps real time).
         self._skew = 0.0
-        self.nodes: dict[str, SimNode] = {
-            n.name: SimNode(n, i, self.work_dir, grace_period, clock=self.now)
+        self.nodes: dict[str, AgentNode] = {
+            n.name: AgentNode(n, i, self.work_dir, grace_period, clock=self.now)
             for i, n in enumerate(nodes)
         }
         self._stopping = threading.Event()
@@ -227,7 +228,7 @@ class NodeAgent:
 
     def write_state(self, ready: bool = True) -> None:
         """Publish this agent's pid, a heartbeat and each plugin's pid and state (atomic)."""
-        from .processes import start_time
+        from ..backends.local.processes import start_time
 
         nodes = {}
         for sn in self.nodes.values():
@@ -359,7 +360,7 @@ class NodeAgent:
         self.stop()
 
     # ------------------------------------------------------------------ lessons/tests
-    def node(self, name: str) -> SimNode:
+    def node(self, name: str) -> AgentNode:
         try:
             return self.nodes[name]
         except KeyError:
@@ -367,7 +368,7 @@ class NodeAgent:
                 f'node "{name}" is not simulated by this agent ({", ".join(self.nodes)})'
             ) from None
 
-    def _plugin_of(self, name: str) -> SimNode:
+    def _plugin_of(self, name: str) -> AgentNode:
         sn = self.node(name)
         if not sn.has_plugin:
             why = f" ({sn.static_reason})" if sn.static_reason else ""
@@ -402,7 +403,7 @@ class NodeAgent:
         return sn.plugin is not None and sn.plugin.alive
 
     # ------------------------------------------------------------------ nodes
-    def _register(self, client: KubeClient, sn: SimNode) -> None:
+    def _register(self, client: KubeClient, sn: AgentNode) -> None:
         cap, alloc = sn.published()
         status = ns.node_status(sn.node, sn.ip, cap, alloc, sn.boot_id)
         body = ns.node_object(sn.node)
@@ -418,12 +419,12 @@ class NodeAgent:
         self._patch_status(client, sn, status)
         self._renew_lease(client, sn)
 
-    def _patch_status(self, client: KubeClient, sn: SimNode, status: dict) -> None:
+    def _patch_status(self, client: KubeClient, sn: AgentNode, status: dict) -> None:
         body = {"status": {**status, "conditions": ns.conditions(ns.rfc3339(), sn.ready_since)}}
         client.patch("Node", sn.name, body, subresource="status")
         sn.last_status, sn.last_beat = status, time.monotonic()
 
-    def _renew_lease(self, client: KubeClient, sn: SimNode) -> None:
+    def _renew_lease(self, client: KubeClient, sn: AgentNode) -> None:
         renew = ns.micro_time()
         try:
             client.patch(
@@ -451,7 +452,7 @@ class NodeAgent:
                         log.warning("%s: cannot update node status: %s", sn.name, err)
                         complained[sn.name] = now
 
-    def _sync_node(self, client: KubeClient, sn: SimNode) -> None:
+    def _sync_node(self, client: KubeClient, sn: AgentNode) -> None:
         now = time.monotonic()
         cap, alloc = sn.published()
         status = ns.node_status(sn.node, sn.ip, cap, alloc, sn.boot_id)
@@ -517,7 +518,7 @@ class NodeAgent:
         return done
 
     # ------------------------------------------------------------------ pod worker
-    def _worker(self, sn: SimNode) -> None:
+    def _worker(self, sn: AgentNode) -> None:
         client = self._new_client()
         while not self._stopping.is_set():
             try:
@@ -540,7 +541,7 @@ class NodeAgent:
             except Exception:  # noqa: BLE001 - one bad pod must not stop the node
                 log.exception("%s: handling a pod", sn.name)
 
-    def _on_pod(self, client: KubeClient, sn: SimNode, kind: str, pod: dict) -> None:
+    def _on_pod(self, client: KubeClient, sn: AgentNode, kind: str, pod: dict) -> None:
         meta = pod.get("metadata") or {}
         uid = meta.get("uid", "")
         st = sn.pods.get(uid)
@@ -566,12 +567,12 @@ class NodeAgent:
             self._release(sn, st)
             self._delete_now(client, pod)
 
-    def _forget(self, sn: SimNode, uid: str) -> None:
+    def _forget(self, sn: AgentNode, uid: str) -> None:
         st = sn.pods.pop(uid, None)
         if st is not None:
             self._release(sn, st)
 
-    def _release(self, sn: SimNode, st: PodState) -> None:
+    def _release(self, sn: AgentNode, st: PodState) -> None:
         if st.admitted:
             st.admitted = False
             sn.manager.release(st.uid)
@@ -589,7 +590,7 @@ class NodeAgent:
         with contextlib.suppress(ApiError):  # gone, or another pod by now (uid precondition)
             client.request("DELETE", path, body=body)
 
-    def _adopt(self, sn: SimNode, st: PodState, pod: dict) -> None:
+    def _adopt(self, sn: AgentNode, st: PodState, pod: dict) -> None:
         """A pod this node ran before the agent (re)started: hold its devices again."""
         meta = pod.get("metadata") or {}
         st.requests = pl.pod_requests(pod)
@@ -608,7 +609,7 @@ class NodeAgent:
         self._schedule_end(sn, st, pod)
         log.info("%s: adopted running pod %s", sn.name, st.key)
 
-    def _admit(self, client: KubeClient, sn: SimNode, st: PodState, pod: dict) -> None:
+    def _admit(self, client: KubeClient, sn: AgentNode, st: PodState, pod: dict) -> None:
         meta = pod["metadata"]
         m = sn.manager
         got = admit_devices(
@@ -686,7 +687,7 @@ class NodeAgent:
                     raise NodeAgentError(f"cannot publish the ResourceSlices of {sn.name}: {err}") from None
             log.info("%s: published %d DRA device(s) of driver %s", sn.name, len(sn.dra_devices), rs.DRIVER)
 
-    def _prepare_claims(self, client: KubeClient, sn: SimNode, st: PodState, pod: dict):
+    def _prepare_claims(self, client: KubeClient, sn: AgentNode, st: PodState, pod: dict):
         """The kubelet's PrepareResources: the pod's claims' devices, or None (then a Warning
         event and another try in a second, as the kubelet retries)."""
         namespace = pod["metadata"]["namespace"]
@@ -711,7 +712,7 @@ class NodeAgent:
                 self._timer_cond.notify_all()
             return None
 
-    def _retry_prepare(self, client: KubeClient, sn: SimNode, uid: str) -> None:
+    def _retry_prepare(self, client: KubeClient, sn: AgentNode, uid: str) -> None:
         st = sn.pods.get(uid)
         if st is None or st.admitted or st.terminal or st.deleting:
             return
@@ -725,7 +726,7 @@ class NodeAgent:
             self._admit(client, sn, st, pod)
 
     def _reject(
-        self, client: KubeClient, sn: SimNode, st: PodState, pod: dict, reason: str, message: str
+        self, client: KubeClient, sn: AgentNode, st: PodState, pod: dict, reason: str, message: str
     ) -> None:
         st.terminal = True
         meta = pod["metadata"]
@@ -738,7 +739,7 @@ class NodeAgent:
                 patch_type="strategic", subresource="status",
             )  # fmt: skip
 
-    def _event(self, client: KubeClient, sn: SimNode, pod: dict, reason: str, message: str) -> None:
+    def _event(self, client: KubeClient, sn: AgentNode, pod: dict, reason: str, message: str) -> None:
         meta = pod["metadata"]
         now = ns.rfc3339()
         event = {
@@ -770,7 +771,7 @@ class NodeAgent:
             client.create(event)
 
     # ------------------------------------------------------------------ durations
-    def _schedule_end(self, sn: SimNode, st: PodState, pod: dict, fresh: bool = False) -> None:
+    def _schedule_end(self, sn: AgentNode, st: PodState, pod: dict, fresh: bool = False) -> None:
         """Queue the end of a pod annotated with a duration (from now when ``fresh``,
         else from its startTime)."""
         text = ((pod.get("metadata") or {}).get("annotations") or {}).get(pl.DURATION_ANNOTATION)
@@ -802,7 +803,7 @@ class NodeAgent:
             for _, _, node, uid, what in due:
                 self.nodes[node].queue.put((what, uid, None))
 
-    def _complete(self, client: KubeClient, sn: SimNode, uid: str, _unused: Any) -> None:
+    def _complete(self, client: KubeClient, sn: AgentNode, uid: str, _unused: Any) -> None:
         st = sn.pods.get(uid)
         if st is None or not st.admitted or st.terminal or st.deleting:
             return
@@ -831,15 +832,15 @@ class NodeAgent:
 def nodes_of(scenario: str | Path) -> list[Node]:
     """The Nodes a scenario file describes (NodePools expanded, Node manifests); its
     resource.k8s.io objects are the API server's to check (see ``draobjects``)."""
-    from ...model.scenario import load_documents, parse_scenario
-    from .draobjects import is_dra
+    from ..backends.local.draobjects import is_dra
+    from ..model.scenario import load_documents, parse_scenario
 
     return list(parse_scenario([d for d in load_documents(scenario) if not is_dra(d)]).nodes)
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="python -m gpu_lab.backends.local.nodeagent",
+        prog="python -m gpu_lab.kubelet.agent",
         description="Play the kubelet of a scenario's simulated GPU nodes against a real API "
         "server: Nodes kept Ready, one fake NVIDIA device plugin per GPU node, bound pods "
         "admitted, given devices and run. Runs until SIGTERM.",
@@ -892,7 +893,7 @@ def main(argv: Iterable[str] | None = None) -> int:
     return 0
 
 
-__all__ = ["NodeAgent", "NodeAgentError", "SimNode", "main", "nodes_of"]
+__all__ = ["NodeAgent", "NodeAgentError", "AgentNode", "main", "nodes_of"]
 
 
 if __name__ == "__main__":

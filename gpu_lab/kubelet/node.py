@@ -1,12 +1,14 @@
-"""One simulated node's kubelet-side state: its device manager, plugin process and
-Registration server, its figures and the pods it holds.
+"""One node the node agent plays the kubelet of (the local backend's node, not the
+simulator's): its device manager, plugin process and Registration server, its figures and
+the pods it holds.
 
 A node whose pool the fake device plugin can serve (``advertised_devices`` gives
 exactly the record's devices) gets a plugin process and a ``KubeletServer`` feeding
 its ``DeviceManager`` (whole GPUs, time-slicing, MPS and MIG single/mixed, the pool's
 mig-parted config passed as ``--mig-config``); a NodePool with ``spec.dra`` gets no plugin:
-its GPUs are ResourceSlices (``dra_devices``, see ``resourceslices``); otherwise (plain Node manifests listing
-``nvidia.com/*`` capacity) the manager holds fixed devices, as the simulator's does. Used by :mod:`gpu_lab.backends.local.nodeagent`.
+its GPUs are ResourceSlices (``dra_devices``, see ``backends.local.resourceslices``); otherwise
+(plain Node manifests listing ``nvidia.com/*`` capacity) the manager holds fixed devices, as the
+simulator's does. Used by :mod:`gpu_lab.kubelet.agent`.
 """
 
 from __future__ import annotations
@@ -25,16 +27,16 @@ from pathlib import Path
 
 import yaml
 
-from ...deviceplugin.config import DevicePluginConfig, parse_config
-from ...deviceplugin.kubelet import KubeletServer
-from ...deviceplugin.plugin import KUBELET_SOCKET, MAX_SOCKET_PATH, advertised_devices, socket_name
-from ...errors import GpuLabError
-from ...gpus.migparted import resolve
-from ...kubelet.devicemanager import DeviceManager
-from ...model.objects import Node, stable_uid
+from ..backends.local.resourceslices import DRIVER, PublishedDevice, is_dra_node, published_devices
+from ..deviceplugin.config import DevicePluginConfig, parse_config
+from ..deviceplugin.plugin import KUBELET_SOCKET, MAX_SOCKET_PATH, advertised_devices, socket_name
+from ..errors import GpuLabError
+from ..gpus.migparted import resolve
+from ..model.objects import Node, stable_uid
 from . import nodestatus as ns
-from .pluginproc import PluginProcess
-from .resourceslices import DRIVER, PublishedDevice, is_dra_node, published_devices
+from .devicemanager import DeviceManager
+from .pluginprocess import PluginProcess
+from .registration import KubeletServer
 
 log = logging.getLogger("gpu_lab.nodeagent")
 
@@ -55,9 +57,9 @@ class PodState:
     prepare_error: str = ""  # why its ResourceClaims could not be prepared (retried)
 
 
-class SimNode:
-    """One simulated node: its record, device manager, plugin and pods (the pods are
-    touched only by the node's worker thread)."""
+class AgentNode:
+    """One node of the node agent: its record, device manager, plugin and pods (the pods
+    are touched only by the node's worker thread)."""
 
     def __init__(self, node: Node, index: int, work_dir: Path, grace_period: float,
                  clock: Callable[[], float] = time.monotonic):

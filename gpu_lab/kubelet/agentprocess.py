@@ -1,7 +1,7 @@
 """The node agent as a process of its own (``gpu-lab up --scenario FILE``), and what any
 node agent of a lab publishes about itself.
 
-``gpu-lab up --scenario FILE`` runs ``python -m gpu_lab.backends.local.nodeagent`` in its
+``gpu-lab up --scenario FILE`` runs ``python -m gpu_lab.kubelet.agent`` in its
 own session, so it outlives the command; its pid is ``<lab>/pids/nodeagent.pid``, its log
 ``<lab>/logs/nodeagent.log`` and the scenario it plays ``<lab>/nodeagent.json``, so that a
 later ``gpu-lab up`` can start it again (after ``down``, a crash or a hang) and ``reset()``
@@ -22,10 +22,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ...errors import GpuLabError
-from . import processes as procs
+from ..backends.local import processes as procs
+from ..errors import GpuLabError
 
 AGENT = "nodeagent"
+AGENT_MODULE = "gpu_lab.kubelet.agent"
+#: how the agent's command line reads: this module, or the one an older gpu-lab started
+#: (a lab left running across an upgrade is still found, stopped and restarted)
+AGENT_MODULES = (AGENT_MODULE, "gpu_lab.backends.local.nodeagent")
 STOP_TIMEOUT_S = 10.0
 #: a state file older than this (seconds) means its agent stopped answering
 STALE_S = 5.0
@@ -81,7 +85,8 @@ def agent_pid(lab) -> int | None:
     if not argv:
         return None
     text = " ".join(argv)
-    return pid if "nodeagent" in text and str(lab.dir) in text else None
+    ours = any(m in text for m in AGENT_MODULES) and str(lab.dir) in text
+    return pid if ours else None
 
 
 def stop(lab, forget: bool = False) -> bool:
@@ -121,8 +126,8 @@ def _last_line(text: str) -> str:
 def start(lab, scenario: str | Path, timeout: float = 60.0,
           progress: Callable[[str], object] | None = None) -> str:
     """(Re)start the node agent for ``scenario``'s nodes; return its "ready" line."""
-    from .cluster import LocalClusterError
-    from .nodeagent import nodes_of
+    from ..backends.local.cluster import LocalClusterError
+    from .agent import nodes_of
 
     scenario = str(Path(scenario).absolute())
     stop(lab)
@@ -132,11 +137,11 @@ def start(lab, scenario: str | Path, timeout: float = 60.0,
     if not nodes_of(scenario):  # one clear line, before any process starts
         raise GpuLabError(f"{scenario}: no Nodes or NodePools for the node agent to run")
     env = quiet_grpc_env()
-    root = str(Path(__file__).resolve().parents[3])
+    root = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
     with open(log, "w") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "gpu_lab.backends.local.nodeagent",
+            [sys.executable, "-m", AGENT_MODULE,
              "--kubeconfig", str(lab.kubeconfig()), "--scenario", scenario,
              "--work-dir", str(work_dir(lab))],
             stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
@@ -168,7 +173,7 @@ def start(lab, scenario: str | Path, timeout: float = 60.0,
 
 def agent_states(lab) -> list[dict[str, Any]]:
     """The state files of the lab's node agents: each one's document plus ``path``."""
-    from .nodeagent import agent_state_files
+    from .agent import agent_state_files
 
     out = []
     for f in agent_state_files(work_dir(lab)):

@@ -6,7 +6,7 @@ process that started it goes away, even on SIGKILL, so no plugin outlives its no
 agent), logs to a file, and can be killed (a crash: SIGKILL leaves its sockets behind,
 as a crashed plugin does) or stopped (SIGTERM: the plugin removes its sockets).
 
-    python -m gpu_lab.backends.local.pluginproc --parent-pid PID -- --model H100-80GB ...
+    python -m gpu_lab.kubelet.pluginprocess --parent-pid PID -- --model H100-80GB ...
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import threading
 import time
 from pathlib import Path
 
-from ...errors import GpuLabError
+from ..errors import GpuLabError
 
 STOP_TIMEOUT_S = 5.0
 PARENT_POLL_S = 0.5
@@ -63,7 +63,7 @@ class PluginProcess:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         env = dict(os.environ)
         env.setdefault("GRPC_VERBOSITY", "ERROR")  # no gRPC INFO lines; the user's choice wins
-        root = str(Path(__file__).resolve().parents[3])  # so `-m gpu_lab...` works anywhere
+        root = str(Path(__file__).resolve().parents[2])  # so `-m gpu_lab...` works anywhere
         env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
         with open(self.log_path, "ab") as log:
             log.write(f"=== gpu-lab: starting the device plugin of {self.node_name}\n".encode())
@@ -121,7 +121,7 @@ def _watch_parent(parent: int) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if len(args) < 3 or args[0] != "--parent-pid" or args[2] != "--":
-        print("usage: pluginproc --parent-pid PID -- PLUGIN-ARGS...", file=sys.stderr)
+        print("usage: pluginprocess --parent-pid PID -- PLUGIN-ARGS...", file=sys.stderr)
         return 2
     try:
         parent = int(args[1])
@@ -131,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     if os.getppid() != parent:
         return 1  # the agent died before we started
     threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
-    from ...deviceplugin import plugin
+    from ..deviceplugin import plugin
 
     try:
         return plugin.main(args[3:])
