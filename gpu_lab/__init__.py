@@ -27,7 +27,7 @@ if _typing.TYPE_CHECKING:
 _LAZY = {
     "Session": ("backends.base", "Session"),
     "NodeDescription": ("backends.description", "NodeDescription"),
-    "visible_devices_env": ("kubelet.devicemanager", "visible_devices_env"),
+    "visible_devices_env": ("deviceplugin.deviceids", "visible_devices_env"),
     "Scenario": ("model.scenario", "Scenario"),
     "load_scenario": ("model.scenario", "load_scenario"),
     "Explanation": ("sim.explain", "Explanation"),

@@ -30,7 +30,7 @@ with ``gpus`` GPUs of one model, minus the hardware:
   registering with ``Registration.Register`` on ``DIR/kubelet.sock`` (version
   ``v1beta1``, ``get_preferred_allocation_available: true``).
 * ``ListAndWatch`` sends the full list at once and again after every health
-  change. ``GetPreferredAllocation`` answers with ``manager.preferred_allocation``
+  change. ``GetPreferredAllocation`` answers with ``deviceids.preferred_allocation``
   (lowest free GPUs first; replicas spread across GPUs as NVIDIA's
   ``distributedAlloc`` does), ``must_include`` first. ``Allocate`` returns
   ``NVIDIA_VISIBLE_DEVICES`` with the GPU or MIG UUIDs (replica suffix
@@ -97,7 +97,9 @@ from ..gpus.catalog import GpuModel, get_model
 from ..gpus.labels import GPU_RESOURCE, GpuNodeState, gpu_node_state
 from ..gpus.mig import geometry, validate_layout
 from ..gpus.migparted import resolve
-from ..kubelet.devicemanager import (
+from . import stubs
+from .config import DevicePluginConfig, allocation_problem, load_config, parse_config
+from .deviceids import (
     HEALTHY,
     UNHEALTHY,
     VISIBLE_DEVICES,
@@ -105,8 +107,6 @@ from ..kubelet.devicemanager import (
     split_replica,
     visible_devices,
 )
-from . import stubs
-from .config import DevicePluginConfig, allocation_problem, load_config, parse_config
 
 API_VERSION = "v1beta1"
 DEFAULT_PLUGIN_DIR = "/var/lib/kubelet/device-plugins"

@@ -14,8 +14,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ..deviceplugin.config import DevicePluginConfig, allocation_problem
+from ..deviceplugin.deviceids import visible_devices_env
 from ..model.objects import is_extended_resource
-from .devicemanager import DeviceAllocationError, DeviceManager, visible_devices_env
+from .devicemanager import DeviceAllocationError, DeviceManager
 
 if TYPE_CHECKING:  # the Registration server needs gRPC; the simulator never passes one
     from .registration import KubeletServer

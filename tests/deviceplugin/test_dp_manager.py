@@ -2,12 +2,11 @@
 
 import pytest
 
+from gpu_lab.deviceplugin.deviceids import preferred_allocation, visible_devices_env
 from gpu_lab.kubelet.devicemanager import (
     ENDPOINT_STOP_GRACE_PERIOD,
     DeviceAllocationError,
     DeviceManager,
-    preferred_allocation,
-    visible_devices_env,
 )
 
 GPU = "nvidia.com/gpu"
