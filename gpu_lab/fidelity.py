@@ -3,7 +3,10 @@
 What must agree (the issue's contract): which pods are pending (per workload, since
 controllers name pods at random), the multiset of what each node ends up holding (exact
 node names when a scenario says ties cannot happen), and the scheduler's message for
-every pending pod. A scenario may run actions between schedules (kill or restart a
+every pending pod, and the per-plugin weighted scores of every bound pod where more than
+one node was scored (the real ones read from kube-scheduler's log). Ties are replayed:
+where the real scheduler chose among equal totals, the sim takes the same node, so both
+continue from the same state. A scenario may run actions between schedules (kill or restart a
 node's device plugin), so the classic plugin-crash fault is compared too.
 
 Scenario files live in ``tests/fidelity/scenarios``; an optional header document
@@ -12,7 +15,8 @@ Scenario files live in ``tests/fidelity/scenarios``; an optional header document
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, deque
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,6 +25,7 @@ import yaml
 
 from .backends.base import Session
 from .model.scenario import load_documents, parse_scenario
+from .sim import scheduler
 
 CASE_KIND = "FidelityCase"
 COMPARED_RESOURCES = ("cpu", "memory", "pods")
@@ -46,6 +51,7 @@ class Outcome:
     pending: Counter  # group -> number of pending pods
     usage: dict[str, tuple]  # node -> what its pods request (compared resources + nvidia.com/*)
     messages: dict[str, set[str]]  # group -> pending messages
+    scores: dict[str, Counter] = field(default_factory=dict)  # group -> its pods' score tables
 
     def usage_multiset(self) -> Counter:
         return Counter(self.usage.values())
@@ -75,7 +81,60 @@ def outcome(session: Session, workloads: list[str]) -> Outcome:
         req = n["requested"]
         usage[n["name"]] = tuple(sorted((k, str(v)) for k, v in req.items()
                                         if (k in COMPARED_RESOURCES or k.startswith("nvidia.com/")) and str(v) != "0"))
-    return Outcome(pending, usage, messages)
+    return Outcome(pending, usage, messages, score_tables(session, pods, workloads))
+
+
+def score_tables(session: Session, pods, workloads: list[str]) -> dict[str, Counter]:
+    """group -> Counter of the score tables of its bound pods' latest attempts, where more
+    than one node was scored. A table is each scored node's per-plugin weighted scores
+    (zeros dropped: a plugin the sim does not model adds 0 on the real side) and total, as
+    a sorted tuple: node names are left out because controllers name pods at random and
+    equal-scoring nodes are a tie either scheduler may break either way; where nodes end
+    up is compared by usage."""
+    tables: dict[str, Counter] = {}
+    for _, row in pods[pods["node"].notna() & (pods["node"] != "")].iterrows():
+        nodes = session.explain(f"{row['namespace']}/{row['name']}").to_dict()["nodes"]
+        scored = [n for n in nodes if n.get("scores")]
+        if len(scored) < 2:
+            continue
+        table = tuple(sorted(
+            (tuple(sorted((plugin, v["weighted"]) for plugin, v in n["scores"].items() if v.get("weighted"))),
+             n.get("total")) for n in scored))
+        tables.setdefault(group_of(row["name"], workloads), Counter())[table] += 1
+    return tables
+
+
+def workloads_of(case: Case) -> list[str]:
+    return _groups(case.documents + [d for a in case.actions for d in _docs(a.get("apply"))])
+
+
+def real_choices(session: Session, workloads: list[str]) -> dict[str, deque]:
+    """group -> the nodes the real scheduler chose, in order, at each attempt where it
+    scored more than one node (None where that attempt did not bind)."""
+    out: dict[str, deque] = {}
+    for a in session._scheduling_history():  # type: ignore[attr-defined]
+        if len(a.scores) > 1:
+            out.setdefault(group_of(a.pod.split("/", 1)[1], workloads), deque()).append(a.node)
+    return out
+
+
+@contextmanager
+def replaying(choices: dict[str, deque], workloads: list[str]):
+    """Run the sim taking, at each selectHost, the node the real scheduler took at the same
+    point of the same workload when that node is among the sim's best: the comparison then
+    follows one tie-break history instead of failing on a coin toss. A node that is not
+    among the sim's best is not taken, so a scoring difference still shows."""
+    queues = {g: deque(q) for g, q in choices.items()}
+
+    def choose(pod, best: list[str]) -> str | None:
+        q = queues.get(group_of(pod.name, workloads))
+        return q.popleft() if q else None
+
+    token = scheduler.tie_break.set(choose)
+    try:
+        yield
+    finally:
+        scheduler.tie_break.reset(token)
 
 
 def run_case(case: Case, session: Session) -> Outcome:
@@ -89,7 +148,7 @@ def run_case(case: Case, session: Session) -> Outcome:
         elif "apply" in action:
             session.apply(action["apply"])
         session.schedule()
-    return outcome(session, _groups(case.documents + [d for a in case.actions for d in _docs(a.get("apply"))]))
+    return outcome(session, workloads_of(case))
 
 
 def _docs(value: Any) -> list[dict]:
@@ -110,11 +169,30 @@ def differences(case: Case, sim: Outcome, real: Outcome) -> list[str]:
     for g in sorted(set(sim.messages) | set(real.messages)):
         if sim.messages.get(g) != real.messages.get(g):
             out.append(f"{g}: message differs:\n  sim:  {sorted(sim.messages.get(g, []))}\n  real: {sorted(real.messages.get(g, []))}")
+    for g in sorted(set(sim.scores) | set(real.scores)):
+        s, r = sim.scores.get(g, Counter()), real.scores.get(g, Counter())
+        if s != r:
+            out.append(f"{g}: scores differ:\n  sim only:  {sorted((s - r).elements())}\n"
+                       f"  real only: {sorted((r - s).elements())}")
     return out
 
 
-def known_differences(path: Path) -> dict[str, str]:
-    """``known_differences.yaml``: scenario name -> why sim and real may differ there."""
+#: what a difference is about: where pods went and what they were told, or the scores
+ASPECTS = ("placement", "scores")
+
+
+def aspect(difference: str) -> str:
+    return "scores" if ": scores differ:" in difference else "placement"
+
+
+def known_differences(path: Path) -> dict[str, dict[str, str]]:
+    """``known_differences.yaml``: scenario name -> {aspect: why sim and real may differ
+    there}. A plain string excuses every aspect; a mapping names them (``scores: why``), so
+    a scenario whose placement agrees keeps being held to it."""
     if not path.exists():
         return {}
-    return {k: str(v) for k, v in (yaml.safe_load(path.read_text()) or {}).items()}
+    out = {}
+    for name, why in (yaml.safe_load(path.read_text()) or {}).items():
+        out[name] = ({str(k): str(v) for k, v in why.items()} if isinstance(why, dict)
+                     else dict.fromkeys(ASPECTS, str(why)))
+    return out

@@ -29,6 +29,8 @@ Permit) the members that fit when the group succeeded.
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -164,6 +166,13 @@ class Attempt:
     skipped_filter_plugins: list[str] = field(default_factory=list)
 
 
+#: Replays another scheduler's choices among equal totals: called at every selectHost with
+#: the pod and the best nodes, it returns the node to take (None: break the tie as usual).
+#: The differential harness (fidelity.py) sets it to follow the real kube-scheduler, so
+#: the states compared after a tie are the same states.
+tie_break: ContextVar[Callable[[Pod, list[str]], str | None] | None] = ContextVar("tie_break", default=None)
+
+
 class Scheduler:
     """Runs cycles against a snapshot; keeps the round-robin start index."""
 
@@ -215,7 +224,7 @@ class Scheduler:
             return attempt
         total = self._prioritize_nodes(ctx, profile, feasible, attempt)
         attempt.total = total
-        attempt.node = snap.nodes[int(feasible[self._select_host(total, feasible)])].name
+        attempt.node = snap.nodes[int(feasible[self._select_host(total, feasible, pod)])].name
         return attempt
 
     def _context(self, pod: Pod, profile: Profile) -> CycleContext:
@@ -370,10 +379,17 @@ class Scheduler:
             return np.zeros(len(feasible), dtype=np.int64)
         return total
 
-    def _select_host(self, total: np.ndarray, feasible: np.ndarray) -> int:
+    def _select_host(self, total: np.ndarray, feasible: np.ndarray, pod: Pod) -> int:
         """``selectHost``: the position in ``feasible`` of the highest total; ties at random
         (seeded), or by the lowest node name in deterministic mode."""
         best = (total == total.max()).nonzero()[0]
+        replay = tie_break.get()
+        if replay is not None:
+            nodes = self.snapshot.nodes
+            names = [nodes[int(feasible[b])].name for b in best]
+            chosen = replay(pod, names)
+            if chosen in names:
+                return int(best[names.index(chosen)])
         if len(best) == 1:
             return int(best[0])
         if self.deterministic:

@@ -105,3 +105,12 @@ def test_a_pod_never_scored_keeps_the_account():
     a = schedulerlog.Attempt(POD, error="0/2 nodes are available")
     assert schedulerlog.explained(account, a, WEIGHTS, ["h100-0"]) is account
     assert schedulerlog.explained(account, None, WEIGHTS, ["h100-0"]) is account
+
+
+def test_a_pod_group_members_scores_start_an_attempt_without_an_about_to_try_line():
+    score = 'I1201 12:10:40.0 1 schedule_one.go:984] "Plugin scored node for pod" pod="default/w-0" plugin="NodeResourcesFit" node="{}" score={}'
+    final = 'I1201 12:10:40.0 1 schedule_one.go:1052] "Calculated node\'s final score for pod" pod="default/w-0" node="{}" score={}'
+    lines = [score.format("n0", 10), score.format("n1", 20), final.format("n0", 10), final.format("n1", 20),
+             score.format("n0", 30), final.format("n0", 30)]
+    first, second = schedulerlog.history(lines)
+    assert first.totals == {"n0": 10, "n1": 20} and second.scores == {"n0": {"NodeResourcesFit": 30}}

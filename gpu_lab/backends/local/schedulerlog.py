@@ -8,7 +8,9 @@ verbosity for that file alone (``--vmodule=schedule_one=10``), so these numbers 
 the scheduler's code, not from gpu-lab's model of it: the sim's explain can be checked
 against them.
 
-The log holds every attempt; a pod's account is its latest one.
+The log holds every attempt; a pod's account is its latest one. A pod group's members
+are scored inside the group's cycle, which logs no "About to try" line: a new round of
+scores after a finished one starts a new attempt.
 """
 
 from __future__ import annotations
@@ -63,6 +65,12 @@ def parse_line(line: str) -> tuple[str, dict[str, str]] | None:
 
 def attempts(lines) -> dict[str, Attempt]:
     """Each pod's latest attempt, from the log's lines (oldest first)."""
+    return {a.pod: a for a in history(lines)}
+
+
+def history(lines) -> list[Attempt]:
+    """Every attempt in the log's lines (oldest first), in the order the scheduler began them."""
+    out: list[Attempt] = []
     latest: dict[str, Attempt] = {}
     for line in lines:
         if "schedule_one.go" not in line:
@@ -76,8 +84,13 @@ def attempts(lines) -> dict[str, Attempt]:
             continue
         if msg == ATTEMPT:
             latest[pod] = Attempt(pod)
+            out.append(latest[pod])
             continue
         a = latest.get(pod)
+        if msg == PLUGIN_SCORE and (a is None or a.totals):
+            # a pod group's cycle scores its members without "About to try" lines
+            a = latest[pod] = Attempt(pod)
+            out.append(a)
         if a is None:  # the log rotated away the start of this attempt
             continue
         try:
@@ -93,7 +106,27 @@ def attempts(lines) -> dict[str, Attempt]:
                 a.error = kv.get("err")
         except (KeyError, ValueError):
             continue  # a line of another shape: not ours to read
-    return latest
+    return out
+
+
+def history_since(log: Path, offset: int) -> list[Attempt]:
+    """The attempts logged after byte ``offset`` of ``log`` (all of it if it rotated since)."""
+    try:
+        with log.open("rb") as fh:
+            if fh.seek(0, 2) >= offset:
+                fh.seek(offset)
+            else:
+                fh.seek(0)
+            return history(line.decode(errors="replace") for line in fh)
+    except FileNotFoundError:
+        return []
+
+
+def log_size(log: Path) -> int:
+    try:
+        return log.stat().st_size
+    except FileNotFoundError:
+        return 0
 
 
 _read_cache: dict[Path, tuple[tuple, dict[str, Attempt]]] = {}
