@@ -124,7 +124,7 @@ def _one_run(nodes: int, pods: int, seed: int) -> dict[str, Any]:
     lab.apply(docs)
     t1 = time.perf_counter()
     # The scheduling loop alone; schedule() would also build the pods table, timed next.
-    lab._run_queue()
+    lab._sim.run_queue()
     t2 = time.perf_counter()
     df = lab.pods()
     t3 = time.perf_counter()

@@ -4,8 +4,8 @@ kube-scheduler v1.37 (feature gate GenericWorkload) keeps, next to its node cach
 PodGroup object and per group the pods that name it in ``spec.schedulingGroup``: how many
 it knows at all (``AllPodsCount``, what PreEnqueue compares with ``minCount``), how many
 are bound or assumed (``ScheduledPodsCount``, what PlacementFeasible and Permit compare),
-and which assumed ones wait at Permit. The embedded backend rebuilds the counts from its
-pods before each pass over the queue; the GangScheduling plugin reads them through its
+and which assumed ones wait at Permit. The scheduling queue (``queue.py``) rebuilds the counts
+from the cluster's pods before each pass; the GangScheduling plugin reads them through its
 handle (the scheduler).
 """
 

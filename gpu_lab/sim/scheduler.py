@@ -186,7 +186,7 @@ class Scheduler:
         self.next_start_node_index = 0
         self.nominated: dict[str, tuple[Pod, int]] = {}  # pod key -> (pod, node index)
         self.cache = CycleCache(snapshot)  # kept only for speed (cache.py)
-        self.pod_groups = PodGroupManager()  # the embedded backend keeps it current
+        self.pod_groups = PodGroupManager()  # the scheduling queue keeps it current
 
     @classmethod
     def from_config(cls, raw: dict | None, snapshot: Snapshot, seed: int | None = None,

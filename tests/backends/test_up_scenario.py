@@ -39,7 +39,7 @@ def test_up_with_a_scenario_then_down(tmp_path):
 
         sim = gpu_lab.connect("sim")
         sim.apply(SCENARIO)
-        sim_ids = {i for n in sim._snapshot.nodes if n.name == pods.loc["train-0", "node"]
+        sim_ids = {i for n in sim._sim.cluster.snapshot.nodes if n.name == pods.loc["train-0", "node"]
                    for i in n.devices["nvidia.com/gpu"]}
         assert set(ids) <= sim_ids
         assert pods.loc["forgot-toleration", "message"].startswith("0/4 nodes are available: ")

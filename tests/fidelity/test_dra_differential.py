@@ -73,7 +73,7 @@ def claim_devices(lab) -> dict[str, list[str]]:
     """pod name -> names of the DRA devices allocated to the claims reserved for it."""
     out: dict[str, list[str]] = {}
     if lab.backend == "sim":
-        for c in dra_state(lab._snapshot).claims.values():  # noqa: SLF001
+        for c in dra_state(lab._sim.cluster.snapshot).claims.values():  # noqa: SLF001
             for key in c.reserved_for:
                 if c.allocation is not None:
                     out.setdefault(key.split("/", 1)[1], []).extend(r.device for r in c.allocation.results)

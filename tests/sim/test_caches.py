@@ -103,7 +103,7 @@ def pod_doc(name, selector):
 @pytest.mark.parametrize("config", [None, MOST_ALLOCATED_GPU], ids=["default", "most-allocated-gpu"])
 def test_kept_scores_place_every_pod_as_scoring_afresh_does(config, monkeypatch):
     docs = ([config] if config else []) + node_pools(60) + workload(700, seed=5)
-    afresh = _run(docs, prepare=lambda lab: setattr(lab._scheduler.cache, "keep_scores", False))
+    afresh = _run(docs, prepare=lambda lab: setattr(lab._sim.cluster.scheduler.cache, "keep_scores", False))
     assert _run(docs) == afresh
     monkeypatch.setattr(cache_module, "SCORE_ONE_BY_ONE", 0)  # numpy refresh only
     assert _run(docs) == afresh
@@ -258,7 +258,7 @@ def test_recorded_verdicts_word_every_node_as_filter_status_does(monkeypatch):
 def test_kept_scores_and_masks_follow_nodes_added_and_plugins_killed_mid_session():
     def session(cache: bool) -> list[tuple]:
         lab = gpu_lab.connect("sim", seed=1, record=False)
-        lab._scheduler.cache.keep_scores = cache
+        lab._sim.cluster.scheduler.cache.keep_scores = cache
         lab.apply(node_pools(20) + workload(150, seed=7))
         lab.schedule()
         pools = node_pools(40)

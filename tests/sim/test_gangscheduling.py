@@ -164,10 +164,10 @@ def test_permit_holds_members_until_min_count_are_scheduled_then_releases_them_a
     groups = PodGroupManager()
     lab = gpu_lab.connect("sim", seed=0)
     lab.apply(NODES + pod_group("g", 2) + workers("g", 2, "g"))
-    group = lab._pod_groups["default/g"]  # noqa: SLF001 (the plugin's view, built by the session)
+    group = lab._sim.cluster.pod_groups["default/g"]  # noqa: SLF001 (the plugin's view, built by the session)
     groups.groups = {group.key: group}
     plugin = GangScheduling(handle=type("H", (), {"pod_groups": groups})())
-    ctx = type("C", (), {"pod": lab._records["default/g-0"].pod})()  # noqa: SLF001
+    ctx = type("C", (), {"pod": lab._sim.cluster.records["default/g-0"].pod})()  # noqa: SLF001
     groups.state(group.key).scheduled = 1
     status, timeout = plugin.permit(ctx, "l4-0")
     assert status.code == WAIT and timeout == 300.0
@@ -186,8 +186,8 @@ def _one_member_waiting_at_permit(gpus: int):
     lab.schedule()  # no nodes yet: the group cannot be placed
     lab.apply(f"apiVersion: v1\nkind: Node\nmetadata: {{name: n}}\nstatus: {{capacity: {{cpu: '8', memory: 32Gi, "
               f"pods: '110', nvidia.com/gpu: '{gpus}'}}}}\n")
-    assert lab._permit(lab._records["default/g-0"], "n", "default/g") is False  # noqa: SLF001 (1 of 3)
-    assert "default/g-0" in lab._scheduler.pod_groups.waiting_pods  # noqa: SLF001
+    assert lab._sim.loop.permit(lab._sim.cluster.records["default/g-0"], "n", "default/g") is False  # noqa: SLF001 (1 of 3)
+    assert "default/g-0" in lab._sim.cluster.scheduler.pod_groups.waiting_pods  # noqa: SLF001
     assert gpus_held(lab) == 1  # reserved while it waits
     return lab
 
@@ -201,7 +201,7 @@ def test_a_member_waiting_at_permit_binds_with_the_rest_of_its_gang():
 def test_a_member_left_waiting_at_permit_is_rejected_after_five_minutes():
     lab = _one_member_waiting_at_permit(gpus=1)
     lab.advance(299)
-    assert "default/g-0" in lab._scheduler.pod_groups.waiting_pods and gpus_held(lab) == 1  # noqa: SLF001
+    assert "default/g-0" in lab._sim.cluster.scheduler.pod_groups.waiting_pods and gpus_held(lab) == 1  # noqa: SLF001
     lab.advance(1)  # "rejected due to timeout after waiting 5m0s at plugin GangScheduling", then
     assert gpus_held(lab) == 0 and lab.now == 300.0  # freed, back in the queue, tried with its gang
     assert lab.pods().set_index("name").loc["g-0", "message"] == (

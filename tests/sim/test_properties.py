@@ -68,7 +68,7 @@ SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[Healt
 @given(pools(), pods())
 def test_no_node_is_ever_over_allocated(node_docs, pod_docs):
     lab = run(node_docs + pod_docs)
-    snap = lab._snapshot
+    snap = lab._sim.cluster.snapshot
     assert (snap.requested <= snap.allocatable).all()
     # and the bookkeeping matches the pods actually running there
     pods = lab.pods()
@@ -80,7 +80,7 @@ def test_no_node_is_ever_over_allocated(node_docs, pod_docs):
 @given(pools(), pods())
 def test_pods_only_land_where_every_filter_allows(node_docs, pod_docs):
     lab = run(node_docs + pod_docs)
-    nodes = {n.name: n for n in lab._snapshot.nodes}
+    nodes = {n.name: n for n in lab._sim.cluster.snapshot.nodes}
     specs = {d["metadata"]["name"]: d["spec"] for d in pod_docs if d["kind"] == "Pod"}
     for _, row in lab.pods().iterrows():
         if row["node"] is None:
@@ -107,7 +107,7 @@ def test_same_seed_same_result(node_docs, pod_docs, seed):
 @given(pools(), pods())
 def test_every_pending_pod_has_the_schedulers_message(node_docs, pod_docs):
     lab = run(node_docs + pod_docs)
-    n = len(lab._snapshot)
+    n = len(lab._sim.cluster.snapshot)
     for _, row in lab.pods().iterrows():
         if row["phase"] == "Pending":
             assert row["message"].startswith(f"0/{n} nodes are available: "), row["message"]

@@ -14,7 +14,7 @@ from ...model.parse import NameGenerator
 
 
 class Cluster(Protocol):
-    """The sim session, as its controllers see it."""
+    """The simulated cluster, as its controllers see it (``sim.controllermanager.ClusterView``)."""
 
     names: NameGenerator
 

@@ -1,7 +1,6 @@
-"""What the embedded backend (``gpu_lab.backends.sim``) calls to take part in DRA.
+"""What the simulated cluster (``gpu_lab.sim``: apiserver, queue, kubelet, binder) calls to take part in DRA.
 
-Each function is one step of the real cluster's flow, so the session's edits stay one line
-each:
+Each function is one step of the real cluster's flow, so each caller's edit stays one line:
 
 * ``admit``: the API server's checks of a scenario's resource.k8s.io/v1 documents
   (``Scenario.dra``), and of the pods' ``resourceClaims``

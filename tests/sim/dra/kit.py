@@ -84,7 +84,7 @@ def by_name(pods):
 
 
 def state(lab):
-    return dra_state(lab._snapshot)  # noqa: SLF001 (the session's DRA objects)
+    return dra_state(lab._sim.cluster.snapshot)  # noqa: SLF001 (the session's DRA objects)
 
 
 def claim_of(lab, pod_name: str, namespace: str = "default"):

@@ -171,10 +171,10 @@ def test_the_plugin_reports_an_allocator_error_as_an_error_status():
     docs = [pool("a100", "A100-40GB", 1), template("big", [exactly("gpus", count=33)]), pod("p", template_name="big")]
     lab = lab_with(dump(docs))
     lab.schedule()
-    p = next(r.pod for r in lab._records.values())  # noqa: SLF001
+    p = next(r.pod for r in lab._sim.cluster.records.values())  # noqa: SLF001
 
     class Ctx:  # what PreFilter reads of a cycle
-        snapshot, pod, data = lab._snapshot, p, {}  # noqa: SLF001
+        snapshot, pod, data = lab._sim.cluster.snapshot, p, {}  # noqa: SLF001
 
     st = DynamicResources().pre_filter(Ctx)
     (made,) = state(lab).claims.values()

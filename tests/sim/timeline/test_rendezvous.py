@@ -8,7 +8,7 @@ from .kit import pod, pool, priority_class, rendezvous
 
 
 def metrics(lab):
-    return lab._recorder.totals()
+    return lab._sim.recorder.totals()
 
 
 def test_six_of_eight_workers_hold_gpus_for_nothing():
@@ -37,7 +37,7 @@ def test_two_jobs_deadlock_when_a_later_one_takes_the_freed_gpus():
     running = t[t["phase"] == "Running"].groupby("owner").size().to_dict()
     assert running == {"a": 4, "b": 4}
     assert (t.loc[t["phase"] == "Running", "stranded_s"] > 0).all()
-    assert lab._rendezvous.stranded_gpus == 8
+    assert lab._sim.controllers.rendezvous.stranded_gpus == 8
 
 
 def test_a_rendezvous_timeout_fails_the_waiting_workers_and_the_job_retries():

@@ -1,0 +1,179 @@
+"""Creating a scenario's objects in the simulated cluster, as the API server and its watchers do.
+
+Everything is checked before anything changes, so an apply that fails leaves nothing
+half-created: names already taken, namespaces that do not exist, PodGroups, DRA objects,
+a scheduler configuration, durations, Kueue's objects. Then the objects are stored and
+handed to whoever watches them: new nodes to their kubelets, workloads to their
+controllers, pods to the scheduling queue (or, with spec.nodeName, straight to their
+node's kubelet). Objects annotated ``gpulab.dev/submit-at`` are created when the clock
+gets there, after earlier ones, in the order they were applied.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..backends.base import collector_paused
+from ..errors import GpuLabError
+from ..model.duration import DURATION_ANNOTATION, parse_duration
+from ..model.objects import Pod
+from ..model.scenario import parse_scenario
+from ..model.timing import rendezvous_settings, submit_time
+from .cluster import PodRecord
+from .dra import backend as dra
+from .scheduler import Scheduler
+
+if TYPE_CHECKING:
+    from .runner import Runner
+
+
+class ApiServer:
+    def __init__(self, sim: Runner) -> None:
+        self._sim = sim
+        self.cluster = sim.cluster
+
+    def create(self, docs: list[dict]) -> list[str]:
+        """Create the documents' objects; returns "kind/name" refs."""
+        c, controllers = self.cluster, self._sim.controllers
+        with collector_paused():  # thousands of long-lived objects at once
+            sc = parse_scenario(docs, known_priority_classes=dict(c.priority_classes),
+                                first_created=c.created, names=c.names)
+        # Check everything before changing anything: nothing half-applied.
+        for n in sc.nodes:
+            if n.name in c.nodes:
+                raise GpuLabError(f'nodes "{n.name}" already exists')
+        for p in sc.pods:
+            if p.key in c.records:
+                raise GpuLabError(f'pods "{p.name}" already exists (namespace {p.namespace})')
+            if p.namespace not in c.namespaces and p.namespace not in sc.namespaces:
+                raise GpuLabError(f'namespaces "{p.namespace}" not found')
+        self._check_pod_groups(sc.pod_groups, sc.namespaces)
+        dra_records = dra.admit(c.snapshot, sc.dra, sc.pods, c.namespaces | set(sc.namespaces))
+        new_scheduler = None
+        if sc.scheduler_config is not None:
+            new_scheduler = Scheduler.from_config(sc.scheduler_config, c.snapshot, c.seed, c.deterministic, c.record)
+        for p in sc.pods:
+            if p.annotations.get(DURATION_ANNOTATION):
+                parse_duration(p.annotations[DURATION_ANNOTATION])
+        at_of, rendezvous = self._plan(sc)
+        if sc.kueue:
+            controllers.kueue.check(sc.kueue)
+
+        refs: list[str] = []
+        c.pod_groups.update((g.key, g) for g in sc.pod_groups)
+        refs += [f"podgroup/{g.key}" for g in sc.pod_groups]
+        c.priority_classes.update(sc.priority_classes)
+        refs += [f"priorityclass/{k}" for k in sc.priority_classes]
+        c.namespaces.update(sc.namespaces)
+        refs += [f"namespace/{k}" for k in sc.namespaces]
+        refs += dra.commit(c.snapshot, dra_records)
+        if new_scheduler is not None:
+            c.scheduler_config_raw = sc.scheduler_config
+            new_scheduler.nominated = c.scheduler.nominated
+            new_scheduler.pod_groups = c.scheduler.pod_groups  # members waiting at Permit
+            c.scheduler = new_scheduler
+            self._sim.predicate_checker.forget()  # verdicts of the old configuration
+            refs.append("kubeschedulerconfiguration")
+        if sc.nodes:
+            self._sim.nodes.add(sc.nodes)
+            refs += [f"node/{n.name}" for n in sc.nodes]
+        controllers.pool_docs += sc.node_pools
+        if sc.kueue:
+            controllers.kueue.add(sc.kueue + [d for d in sc.documents if d.get("kind") == "Namespace"])
+            refs += [f"{d.get('kind', '').lower()}/{(d.get('metadata') or {}).get('name')}" for d in sc.kueue]
+        if sc.autoscaler is not None or any((p.get("spec") or {}).get("autoscaling") for p in sc.node_pools):
+            controllers.start_autoscaler(sc.autoscaler)
+            refs += ["autoscaler"] if sc.autoscaler is not None else []
+        c.created = max([c.created] + [p.created + 1 for p in sc.pods])
+        controllers.register_rendezvous(rendezvous)
+        later: dict[tuple[float, int], tuple[dict | None, list[Pod]]] = {}
+        by_key = {p.key: p for p in sc.pods}
+        for i, record in enumerate(sc.workloads):
+            at = at_of[("workload", i)]
+            pods = [by_key[f"{record['namespace']}/{n}"] for n in record["pods"]]
+            if at > c.now:
+                later[(at, len(later))] = (record, pods)
+            else:
+                self._add_workload(record, pods)
+        for p in sc.pods:
+            refs.append(f"pod/{p.key}")
+            at = at_of.get(p.key)
+            if at is None:
+                continue  # a workload's pod: created with its workload
+            if at > c.now:
+                later[(at, len(later))] = (None, [p])
+            else:
+                self.add_pod(p)
+        for (at, _), item in sorted(later.items(), key=lambda kv: kv[0]):
+            c.events.push(at, "submit", item)
+        return refs
+
+    def _check_pod_groups(self, groups: list, namespaces: list[str]) -> None:
+        """PodGroups are created once, in namespaces that exist (or that the same apply creates)."""
+        c = self.cluster
+        for g in groups:
+            if g.key in c.pod_groups:
+                raise GpuLabError(f'podgroups.scheduling.k8s.io "{g.name}" already exists')
+            if g.namespace not in c.namespaces and g.namespace not in namespaces:
+                raise GpuLabError(f'namespaces "{g.namespace}" not found')
+
+    def _plan(self, sc) -> tuple[dict, dict[str, tuple[int, float | None, float | None]]]:
+        """When each object is created (``gpulab.dev/submit-at``) and which Jobs are rendezvous
+        Jobs (size, seconds of work, timeout): checked before anything is applied."""
+        at_of: dict = {}
+        owned: set[str] = set()
+        rendezvous = {}
+        for i, record in enumerate(sc.workloads):
+            ann = (record["raw"].get("metadata") or {}).get("annotations") or {}
+            at_of[("workload", i)] = submit_time(ann)
+            owned.update(f"{record['namespace']}/{n}" for n in record["pods"])
+            if record["kind"] == "Job":
+                is_rendezvous, timeout = rendezvous_settings(record)
+                if is_rendezvous:
+                    work = (record["template"]["metadata"].get("annotations") or {}).get(DURATION_ANNOTATION)
+                    rendezvous[f"{record['namespace']}/{record['name']}"] = (
+                        record["parallelism"], parse_duration(work) if work else None, timeout)
+        for p in sc.pods:
+            if p.key not in owned:
+                at_of[p.key] = submit_time(p.annotations)
+        return at_of, rendezvous
+
+    def _add_workload(self, record: dict, pods: list[Pod]) -> None:
+        controllers = self._sim.controllers
+        if controllers.kueue.manages(record):  # Kueue's webhook suspends it: no pods until admitted
+            controllers.jobs.add(record, [], suspended=True)
+            controllers.kueue.submit(record)
+            return
+        if record["kind"] == "Job":
+            controllers.jobs.add(record, pods)
+        else:
+            controllers.replicasets.add(record, pods)
+        for p in pods:
+            self.add_pod(p)
+
+    def submit(self, items: list[tuple[dict | None, list[Pod]]]) -> None:
+        """Objects whose ``gpulab.dev/submit-at`` has come: created now, queued after earlier
+        ones, in the order they were applied."""
+        c = self.cluster
+        for _, pods in items:
+            for p in pods:
+                p.created = c.created
+                c.created += 1
+        for record, pods in items:
+            if record is not None:
+                self._add_workload(record, pods)
+            else:
+                for p in pods:
+                    self.add_pod(p)
+
+    def add_pod(self, pod: Pod) -> None:
+        """A pod is created: queued for the scheduler, or (spec.nodeName) admitted by its node."""
+        c = self.cluster
+        rec = PodRecord(pod, created_at=c.now)
+        self._sim.controllers.adopt(rec)
+        c.records[pod.key] = rec
+        c.generation += 1
+        if pod.node_name:
+            self._sim.binder.admit_direct(rec)
+        else:
+            c.pending[pod.key] = rec

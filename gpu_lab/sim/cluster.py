@@ -1,0 +1,86 @@
+"""The simulated cluster's state: its objects, each pod's record, and the indexes read often.
+
+One ``Cluster`` is what the API server stores and the scheduler caches, in one place: nodes
+and their per-node arrays (``Snapshot``), every pod's ``PodRecord`` (phase, node, devices,
+the last scheduling attempt), the pending pods, namespaces, PriorityClasses, PodGroups, the
+scheduler with its configuration, and the simulated clock (``now`` and its ``events``).
+The modules beside it change this state, each in one way: ``apiserver`` creates objects,
+``queue`` and ``schedulingloop`` schedule, ``binder`` binds and frees, ``kubelet`` keeps
+the nodes' devices, ``nodes`` changes nodes, ``controllermanager`` runs the controllers and
+``runner`` moves the clock.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..model.objects import Node, Pod
+from ..model.parse import NameGenerator
+from .clock import EventQueue
+from .controllers.base import Controller
+from .scheduler import Attempt, Scheduler
+from .snapshot import Snapshot
+
+
+@dataclass
+class PodRecord:
+    pod: Pod
+    node: str | None = None
+    phase: str = "Pending"
+    reason: str = ""
+    message: str = ""
+    devices: dict[str, list[str]] = field(default_factory=dict)
+    container_devices: dict[str, dict[str, list[str]]] = field(default_factory=dict)
+    nominated_node: str | None = None
+    start_time: float | None = None
+    end_time: float | None = None
+    attempts: int = 0
+    attempt: Attempt | None = None
+    unschedulable_plugins: set[str] = field(default_factory=set)
+    created_at: float = 0.0
+    owner: Controller | None = None  # the controller that manages the pod
+    owner_key: str | None = None
+    finish_token: int = 0  # invalidates a scheduled end when the run is paused
+
+
+def pod_gpus(pod: Pod) -> int:
+    """NVIDIA devices the pod holds once running (whole GPUs, MIG instances, shared replicas)."""
+    got = pod.memo.get("gpus")
+    if got is None:
+        got = pod.memo["gpus"] = sum(v for r, v in pod.requests.items() if r.startswith("nvidia.com/"))
+    return got
+
+
+class Cluster:
+    """Everything the simulated cluster holds; no behaviour beyond small lookups."""
+
+    def __init__(self, seed: int | None = 0, deterministic: bool = False, record: bool = True) -> None:
+        self.seed, self.deterministic, self.record = seed, deterministic, record
+        self.now = 0.0  # seconds on the simulated clock
+        self.events = EventQueue()  # what happens later on the clock
+        self.nodes: dict[str, Node] = {}
+        self.snapshot = Snapshot()
+        self.scheduler = Scheduler.from_config(None, self.snapshot, seed, deterministic, record)
+        self.scheduler_config_raw: dict | None = None
+        self.records: dict[str, PodRecord] = {}
+        self.pending: dict[str, PodRecord] = {}  # pending, unbound pods
+        self.gone: list[PodRecord] = []  # deleted pods, for the timeline
+        self.running_on: dict[str, dict[str, Pod]] = {}  # node -> its running pods
+        self.priority_classes: dict[str, dict] = {}
+        self.namespaces: set[str] = {"default", "kube-system"}
+        self.pod_groups: dict = {}  # key -> model.podgroup.PodGroup
+        self.pod_group_conditions: dict[str, tuple[str, str, str]] = {}  # PodGroupInitiallyScheduled
+        self.created = 0  # the next creation order (the queue's tie-break)
+        # generateName as the API server does it: random, retried on collision, from the seed
+        self.names = NameGenerator(seed, taken=lambda ns, name: f"{ns}/{name}" in self.records)
+        self.gpus_allocated = 0
+        self.fleet: tuple[int, int, float] | None = None  # gpu nodes, GPUs, $/h (cached)
+        self.generation = 0  # bumped by every node change and every pod created, bound or freed
+
+    def pods_on(self, node: str) -> list[Pod]:
+        return list(self.running_on.get(node, {}).values())
+
+    def nodes_changed(self) -> None:
+        """Nodes were added, removed or relabelled: the snapshot and the fleet's totals follow."""
+        self.snapshot.set_nodes(self.nodes.values())
+        self.fleet = None

@@ -1,0 +1,161 @@
+"""kube-scheduler's loop around its algorithm: pop a pod, run its cycle, bind it or handle the failure.
+
+``Scheduler.schedule_one`` decides (``schedulePod``); this loop does what ``ScheduleOne``
+does with the answer: binds the pod (``Binder``), or records why it is pending, carries
+out a preemption (victims evicted, the preemptor nominated, lower-priority nominations on
+that node dropped) and moves waiting pods back to activeQ when an event may help them.
+Pod groups get one cycle per group; the members that fit go through Permit, where
+GangScheduling holds them, with their nodes reserved, until the gang is complete.
+"""
+
+from __future__ import annotations
+
+from .binder import Binder
+from .cluster import Cluster, PodRecord
+from .plugins.defaultpreemption import lower_priority_nominated
+from .podgroups import WaitingPod
+from .queue import PERMIT_TIMER, ActiveQueue, GangQueue, SchedulingQueue
+from .scheduler import Attempt
+
+
+class SchedulingLoop:
+    def __init__(self, cluster: Cluster, queue: SchedulingQueue, binder: Binder) -> None:
+        self.cluster, self.queue, self.binder = cluster, queue, binder
+
+    def run(self) -> None:
+        """One pass over the queue: every pending pod gets its cycle (more than one when room is made)."""
+        c, queue = self.cluster, self.queue
+        pending = [r for r in queue.pending() if not queue.dra_gated(r)]
+        gangs = queue.pod_group_queue(pending)  # None: no pod names a PodGroup (the usual case)
+        if gangs is not None:
+            pending = [r for r in pending if r.pod.key not in gangs.gated]
+        active = ActiveQueue(pending)
+        while (key := active.pop()) is not None:
+            rec = c.records[key]
+            if rec.phase != "Pending" or rec.node is not None:
+                continue
+            if gangs is not None and key in gangs.group_of:
+                group_key = gangs.group_of[key]
+                if group_key in gangs.tried:
+                    continue  # the group's cycle took this member already
+                gangs.tried.add(group_key)
+                bound, failed, preempted = self._schedule_pod_group(gangs, group_key)
+                for u in failed:
+                    active.unschedulable(u)
+                if preempted:  # room was made: everyone waiting gets another try, the group too
+                    active.move_all_to_active()
+                    gangs.tried.discard(group_key)
+                elif bound:
+                    active.assigned_pod_added()
+                continue
+            attempt = c.scheduler.schedule_one(rec.pod)
+            rec.attempts += 1
+            rec.attempt = attempt if c.record else None
+            if attempt.node is not None:
+                self.binder.bind(rec, attempt.node)
+                active.assigned_pod_added()  # only affinity/spread failures can be helped by a new pod
+                continue
+            if self._handle_failure(rec, attempt):
+                # Deleting pods frees room: everyone waiting gets another try.
+                active.move_all_to_active()
+                active.push(rec)
+            else:
+                active.unschedulable(rec, pod_added_may_help=True)
+
+    def _handle_failure(self, rec: PodRecord, attempt: Attempt) -> bool:
+        """Record why the pod is pending and carry out its preemption, if PostFilter nominated
+        a node: its victims are evicted. Returns whether any were (room was made)."""
+        c = self.cluster
+        rec.message = attempt.message
+        rec.unschedulable_plugins = set(attempt.diagnosis.unschedulable_plugins) if attempt.diagnosis else set()
+        pf = attempt.post_filter
+        if pf is not None and pf.nominated_node is None and pf.nominating_mode == "Override":
+            c.scheduler.forget_nomination(rec.pod)
+            rec.nominated_node = None
+        if pf is None or pf.nominated_node is None:
+            return False
+        node_name = c.snapshot.nodes[pf.nominated_node].name
+        for victim in pf.victims:
+            self.binder.evict(victim, rec.pod)
+        # Lower-priority pods nominated to that node lose their claim (the preemption executor).
+        for other in lower_priority_nominated(c.scheduler.nominated, rec.pod.priority, pf.nominated_node):
+            c.scheduler.forget_nomination(other)
+            c.records[other.key].nominated_node = None
+        c.scheduler.nominate(rec.pod, pf.nominated_node)
+        rec.nominated_node = node_name
+        return True
+
+    # ----------------------------------------------- pod groups (native gang scheduling)
+    def _schedule_pod_group(self, gangs: GangQueue, key: str) -> tuple[bool, list[PodRecord], bool]:
+        """One pod group scheduling cycle; its members that fit go through Permit to bind.
+        Returns (anything bound, members left unschedulable, victims evicted)."""
+        c = self.cluster
+        groups = c.scheduler.pod_groups
+        group = groups.groups[key]
+        members = gangs.members[key]
+        result = c.scheduler.schedule_pod_group(group, [r.pod for r in members], groups.state(key).scheduled)
+        by_key = {r.pod.key: r for r in members}
+        for rec in members:
+            rec.attempts += 1
+        if c.record:
+            for a in result.attempts:
+                by_key[a.pod.key].attempt = a
+            for rec in members[len(result.attempts):]:
+                rec.attempt = Attempt(pod=rec.pod, profile=rec.pod.scheduler_name,
+                                      message=result.messages[rec.pod.key], node_names=c.snapshot.names)
+        c.pod_group_conditions[key] = result.condition
+        bound = False
+        for a in result.scheduled:
+            bound = self.permit(by_key[a.pod.key], a.node, key) or bound
+        failed = []
+        for pod_key, message in result.messages.items():
+            rec = by_key[pod_key]
+            rec.message = message
+            a = rec.attempt
+            rec.unschedulable_plugins = (set(a.diagnosis.unschedulable_plugins)
+                                         if a is not None and a.diagnosis is not None and a.node is None
+                                         else {"GangScheduling"})
+            if a is not None and a.node is not None:  # it fit, but its group did not: not bound
+                a.node, a.message = None, message
+            failed.append(rec)
+        post = result.post_filter
+        if post is None or not post.victims:
+            return bound, failed, False
+        preemptor = members[0].pod
+        for victim in post.victims:
+            self.binder.evict(victim, preemptor)
+        for pod_key, i in post.nominated_pods.items():
+            c.scheduler.nominate(by_key[pod_key].pod, i)
+            by_key[pod_key].nominated_node = c.snapshot.nodes[i].name
+        return bound, failed, True
+
+    def permit(self, rec: PodRecord, node: str, group_key: str) -> bool:
+        """Assume the member on ``node`` and run Permit: bind it (and every member Permit
+        released) now, or hold it with its resources reserved. Returns whether any bound."""
+        c = self.cluster
+        groups = c.scheduler.pod_groups
+        state = groups.state(group_key)
+        c.snapshot.add_pod(rec.pod, c.snapshot.index[node])  # assumed
+        state.scheduled += 1
+        status, waits = c.scheduler.run_permit(rec.pod, node)
+        if status is not None and status.code == "Wait":
+            timeout = min(waits.values())
+            plugin = min(waits, key=waits.get)
+            groups.waiting_pods[rec.pod.key] = WaitingPod(rec.pod, node, c.now + timeout, plugin, timeout)
+            state.waiting.append(rec.pod.key)
+            c.events.push(c.now + timeout, "wake", (PERMIT_TIMER, rec.pod.key))
+            return False
+        c.snapshot.remove_pod(rec.pod)
+        if status is not None:  # rejected at Permit: unreserved, back to the queue
+            state.scheduled -= 1
+            rec.message = status.message()
+            return False
+        released = [w for w in groups.waiting_pods.values() if w.allowed]
+        for w in released:
+            del groups.waiting_pods[w.pod.key]
+            state.waiting.remove(w.pod.key)
+            c.snapshot.remove_pod(w.pod)
+        self.binder.bind(rec, node)
+        for w in released:
+            self.binder.bind(c.records[w.pod.key], w.node)
+        return True
