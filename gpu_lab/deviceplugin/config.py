@@ -217,3 +217,8 @@ def allocation_problem(config: DevicePluginConfig, ids: list[str], known: Contai
     if replicated and len(ids) > 1 and limit:
         return f"maximum request size for shared resources is 1; found {len(ids)}"
     return None
+
+
+def allocation_refusal(resource: str, problem: str) -> str:
+    """The error NVIDIA's ``Allocate`` answers (gRPC ``Unknown``) with when it refuses."""
+    return f'invalid allocation request for "{resource}": invalid request: {problem}'

@@ -98,7 +98,13 @@ from ..gpus.labels import GPU_RESOURCE, GpuNodeState, gpu_node_state
 from ..gpus.mig import geometry, validate_layout
 from ..gpus.migparted import resolve
 from . import stubs
-from .config import DevicePluginConfig, allocation_problem, load_config, parse_config
+from .config import (
+    DevicePluginConfig,
+    allocation_problem,
+    allocation_refusal,
+    load_config,
+    parse_config,
+)
 from .deviceids import (
     HEALTHY,
     UNHEALTHY,
@@ -352,8 +358,7 @@ class ResourceServer:
             problem = self.validate(ids)
             if problem:
                 log.info("allocate %s refused: %s", self.resource, problem)
-                context.abort(grpc.StatusCode.UNKNOWN,
-                              f'invalid allocation request for "{self.resource}": invalid request: {problem}')
+                context.abort(grpc.StatusCode.UNKNOWN, allocation_refusal(self.resource, problem))
             response.container_responses.append(self.container_response(ids))
             log.info("allocate %s: %s -> %s=%s", self.resource, ",".join(ids), VISIBLE_DEVICES,
                      response.container_responses[-1].envs.get(VISIBLE_DEVICES, ""))

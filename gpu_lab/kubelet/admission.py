@@ -13,7 +13,7 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from ..deviceplugin.config import DevicePluginConfig, allocation_problem
+from ..deviceplugin.config import DevicePluginConfig, allocation_problem, allocation_refusal
 from ..deviceplugin.deviceids import visible_devices_env
 from ..model.objects import is_extended_resource
 from .devicemanager import DeviceAllocationError, DeviceManager
@@ -76,9 +76,9 @@ def admit_devices(
                 ids = manager.allocate(pod_key, container, r, count)
                 problem = allocation_problem(config, ids, known.get(r, ()))
                 if problem:
+                    # what the kubelet would read from the plugin's refusal
                     raise DeviceAllocationError(
-                        f'rpc error: code = Unknown desc = invalid allocation request for "{r}": '
-                        f"invalid request: {problem}"
+                        f"rpc error: code = Unknown desc = {allocation_refusal(r, problem)}"
                     )
             if ids:
                 out.devices.setdefault(container, {})[r] = ids  # a fresh list
