@@ -36,7 +36,9 @@ class Case:
     name: str
     documents: list[dict]
     exact: bool = False  # node names must match, not only the multiset
-    actions: list[dict] = field(default_factory=list)  # [{killPlugin: node} | {restartPlugin: node} | {apply: docs}]
+    # [{killPlugin: node} | {restartPlugin: node} | {apply: docs} | {advance: seconds or null}
+    #  | {delete: pod} | {cordon: node}]
+    actions: list[dict] = field(default_factory=list)
 
     @classmethod
     def load(cls, path: Path) -> Case:
@@ -147,6 +149,14 @@ def run_case(case: Case, session: Session) -> Outcome:
             session.restart_plugin(action["restartPlugin"])
         elif "apply" in action:
             session.apply(action["apply"])
+        elif "advance" in action:  # seconds, or null: until the last timed pod ends
+            session.advance(action["advance"])
+        elif "delete" in action:
+            session.delete(action["delete"])
+        elif "cordon" in action:
+            session.cordon(action["cordon"])
+        else:
+            raise ValueError(f"unknown fidelity action {sorted(action)}")
         session.schedule()
     return outcome(session, workloads_of(case))
 
