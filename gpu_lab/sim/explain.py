@@ -62,7 +62,8 @@ class Explanation:
         if not self.filters.empty:  # a pod the scheduler never tried has no tables
             parts += ["", "Filter:", self.filters.to_string()]
         if not self.scores.empty:
-            parts += ["", "Score (raw / normalized / weighted):", self.scores.to_string()]
+            kinds = " / ".join(dict.fromkeys(c[1] for c in self.scores.columns if c[1]))
+            parts += ["", f"Score ({kinds}):", self.scores.to_string()]
         return "\n".join(parts)
 
     def _repr_html_(self) -> str:

@@ -24,8 +24,10 @@ def score_table(explanation: Any) -> pd.DataFrame:
         weighted = {p: int(row[(p, "weighted")]) for p in plugins}
         total = int(row[("total", "")]) if ("total", "") in table.columns else sum(weighted.values())
         for p in plugins:
-            rows.append({"node": str(node), "plugin": p, "raw": int(row[(p, "raw")]),
-                         "normalized": int(row[(p, "normalized")]), "weighted": weighted[p],
+            # the real scheduler logs weighted scores only: no raw column there (local)
+            raw = int(row[(p, "raw")]) if (p, "raw") in table.columns else None
+            rows.append({"node": str(node), "plugin": p, "raw": raw,
+                         "normalized": row[(p, "normalized")], "weighted": weighted[p],
                          "total": total, "chosen": str(node) == explanation.node, "rank": rank})
     return pd.DataFrame(rows)
 

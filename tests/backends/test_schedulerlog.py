@@ -114,3 +114,17 @@ def test_a_pod_group_members_scores_start_an_attempt_without_an_about_to_try_lin
              score.format("n0", 30), final.format("n0", 30)]
     first, second = schedulerlog.history(lines)
     assert first.totals == {"n0": 10, "n1": 20} and second.scores == {"n0": {"NodeResourcesFit": 30}}
+
+
+def test_a_batched_pod_says_so():
+    lines = [
+        f'I1201 12:10:40.0 1 schedule_one.go:101] "About to try and schedule pod" pod="{POD}"',
+        f'I1201 12:10:40.0 1 batch.go:99] "OpportunisticBatch provided node hint" profile="default-scheduler" '
+        f'pod="{POD}" cycleCount=5 hint="h100-1" remainingNodes=1',
+        f'I1201 12:10:40.0 1 schedule_one.go:483] "Successfully bound pod to node" pod="{POD}" node="h100-1" '
+        'evaluatedNodes=1 feasibleNodes=1',
+    ]
+    a = schedulerlog.attempts(lines)[POD]
+    assert a.hint == "h100-1" and a.scores == {}
+    e = schedulerlog.explained(_account("h100-1"), a, WEIGHTS, ["h100-0", "h100-1"])
+    assert any(n.startswith("opportunistic batching: the previous pod's ranking hinted h100-1") for n in e.notes)

@@ -54,3 +54,22 @@ def test_single_feasible_node_is_bound_without_scores():
     lines = [r["line"] for r in dataset_with(charts.scores(e), "line")]
     assert lines[:2] == ["No node was scored.", "The pod was bound to l4-0 without scoring."]
     assert any("only one feasible node" in line for line in lines)
+
+
+def test_the_real_schedulers_scores_chart_without_raw_values():
+    """On local, explain carries kube-scheduler's logged weighted scores (no raw column)."""
+    import pandas as pd
+
+    from gpu_lab.backends.local import schedulerlog
+    from gpu_lab.sim.explain import Explanation
+
+    attempt = schedulerlog.Attempt("default/p", scores={
+        "n0": {"TaintToleration": 300, "NodeResourcesFit": 35},
+        "n1": {"TaintToleration": 300, "NodeResourcesFit": 17}}, totals={"n0": 335, "n1": 317}, node="n0")
+    account = Explanation("default/p", "n0", "", "default-scheduler", pd.DataFrame(), pd.DataFrame(), [])
+    e = schedulerlog.explained(account, attempt, {"TaintToleration": 3, "NodeResourcesFit": 1}, ["n0", "n1"])
+    rows = dataset_with(charts.scores(e), "node", "plugin", "weighted")
+    assert {(r["node"], r["plugin"], r["weighted"], r["raw"]) for r in rows} == {
+        ("n0", "TaintToleration", 300, None), ("n0", "NodeResourcesFit", 35, None),
+        ("n1", "TaintToleration", 300, None), ("n1", "NodeResourcesFit", 17, None)}
+    assert "Score (normalized / weighted):" in str(e)

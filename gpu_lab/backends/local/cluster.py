@@ -106,8 +106,9 @@ PLUGIN_PREFIX = "device-plugin/"
 #: remove PodGroups' protection finalizer. It changes nothing for pods without a
 #: spec.schedulingGroup, so every lab has it.
 FEATURE_GATES = "GenericWorkload=true"
-#: raise klog's verbosity for schedule_one.go alone (its score lines), not the whole scheduler
-SCORE_LOG_VMODULE = "--vmodule=schedule_one=10"
+#: raise klog's verbosity for two files alone, not the whole scheduler: schedule_one.go's
+#: score lines and batch.go's opportunistic-batching node hints
+SCORE_LOG_VMODULE = "--vmodule=schedule_one=10,batch=3"
 RUNTIME_CONFIG = "scheduling.k8s.io/v1beta1=true"
 
 Progress = Callable[[str], object] | None

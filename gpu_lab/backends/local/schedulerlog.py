@@ -4,7 +4,8 @@ kube-scheduler v1.37.2 logs, at verbosity 10 in ``pkg/scheduler/schedule_one.go`
 score plugin's weighted score for every node it scored ("Plugin scored node for pod") and
 each node's total ("Calculated node's final score for pod"); at verbosity 2 and 4 the same
 file says when it tries a pod, binds it or gives up. The local control plane raises klog's
-verbosity for that file alone (``--vmodule=schedule_one=10``), so these numbers come from
+verbosity for that file alone (``--vmodule=schedule_one=10``, and ``batch=3`` for the
+node hints of opportunistic batching), so these numbers come from
 the scheduler's code, not from gpu-lab's model of it: the sim's explain can be checked
 against them.
 
@@ -25,7 +26,7 @@ from ...sim.explain import Explanation
 from ..account import ONLY_THE_SIM_HAS_TABLES
 
 #: ``I1201 12:10:40.077865   31713 schedule_one.go:984] "message" key="value" key=value``
-_LINE = re.compile(r'^[IWEF]\d{4} [\d:.]+\s+\d+ schedule_one\.go:\d+\] "((?:[^"\\]|\\.)*)"(.*)$')
+_LINE = re.compile(r'^[IWEF]\d{4} [\d:.]+\s+\d+ (?:schedule_one|batch)\.go:\d+\] "((?:[^"\\]|\\.)*)"(.*)$')
 _PAIR = re.compile(r'(\w+)=("(?:[^"\\]|\\.)*"|\S+)')
 
 ATTEMPT = "About to try and schedule pod"
@@ -33,6 +34,7 @@ PLUGIN_SCORE = "Plugin scored node for pod"
 FINAL_SCORE = "Calculated node's final score for pod"
 BOUND = "Successfully bound pod to node"
 NO_FIT = "Unable to schedule pod; no fit; waiting"
+HINT = "OpportunisticBatch provided node hint"  # batch.go, verbosity 3
 
 
 @dataclass
@@ -46,6 +48,7 @@ class Attempt:
     evaluated: int | None = None  # nodes the filter looked at (from the bind line)
     feasible: int | None = None  # nodes that passed the filter
     error: str | None = None  # "no fit" message
+    hint: str | None = None  # the node opportunistic batching offered from the previous pod
 
 
 def _unquote(value: str) -> str:
@@ -73,7 +76,7 @@ def history(lines) -> list[Attempt]:
     out: list[Attempt] = []
     latest: dict[str, Attempt] = {}
     for line in lines:
-        if "schedule_one.go" not in line:
+        if "schedule_one.go" not in line and "batch.go" not in line:
             continue
         parsed = parse_line(line.rstrip("\n"))
         if parsed is None:
@@ -104,6 +107,8 @@ def history(lines) -> list[Attempt]:
                 a.feasible = int(kv["feasibleNodes"]) if "feasibleNodes" in kv else None
             elif msg == NO_FIT:
                 a.error = kv.get("err")
+            elif msg == HINT:
+                a.hint = kv.get("hint")
         except (KeyError, ValueError):
             continue  # a line of another shape: not ours to read
     return out
@@ -211,6 +216,9 @@ def explained(account: Explanation, attempt: Attempt | None, weights: dict[str, 
         scores.index.name = "node"
         if ("total", "") in scores.columns:
             scores = scores.sort_values(("total", ""), ascending=False, kind="stable")
+    elif attempt.node and attempt.hint == attempt.node:
+        notes.append(f"opportunistic batching: the previous pod's ranking hinted {attempt.hint}, which "
+                     "passed the filters, so the scheduler checked no other node and skipped scoring")
     elif attempt.node and attempt.feasible == 1:
         notes.append("only one feasible node: the scheduler skips scoring")
     notes.append(FROM_THE_LOG)
