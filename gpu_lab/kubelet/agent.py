@@ -712,18 +712,27 @@ class NodeAgent:
                 self._timer_cond.notify_all()
             return None
 
-    def _retry_prepare(self, client: KubeClient, sn: AgentNode, uid: str) -> None:
+    def _current(self, client: KubeClient, sn: AgentNode, uid: str, admitted: bool):
+        """``(state, pod)`` when the pod ``uid`` is still this node's, live, admitted or not
+        as asked, and still the same object on the API server; else None (a pod that is gone
+        or was recreated under its name is forgotten)."""
         st = sn.pods.get(uid)
-        if st is None or st.admitted or st.terminal or st.deleting:
-            return
+        if st is None or st.admitted != admitted or st.terminal or st.deleting:
+            return None
         namespace, name = st.key.split("/", 1)
         try:
             pod = client.get("Pod", name, namespace)
         except NotFound:
+            pod = None
+        if pod is None or pod["metadata"].get("uid") != uid:
             self._forget(sn, uid)
-            return
-        if pod["metadata"].get("uid") == uid and not pod["metadata"].get("deletionTimestamp"):
-            self._admit(client, sn, st, pod)
+            return None
+        return st, pod
+
+    def _retry_prepare(self, client: KubeClient, sn: AgentNode, uid: str) -> None:
+        current = self._current(client, sn, uid, admitted=False)
+        if current is not None and not current[1]["metadata"].get("deletionTimestamp"):
+            self._admit(client, sn, *current)
 
     def _reject(
         self, client: KubeClient, sn: AgentNode, st: PodState, pod: dict, reason: str, message: str
@@ -804,18 +813,11 @@ class NodeAgent:
                 self.nodes[node].queue.put((what, uid, None))
 
     def _complete(self, client: KubeClient, sn: AgentNode, uid: str, _unused: Any) -> None:
-        st = sn.pods.get(uid)
-        if st is None or not st.admitted or st.terminal or st.deleting:
+        current = self._current(client, sn, uid, admitted=True)
+        if current is None:
             return
+        st, pod = current
         namespace, name = st.key.split("/", 1)
-        try:
-            pod = client.get("Pod", name, namespace)
-        except NotFound:
-            self._forget(sn, uid)
-            return
-        if pod["metadata"].get("uid") != uid:
-            self._forget(sn, uid)
-            return
         body = {"metadata": {"uid": uid}, "status": pl.succeeded_status(pod, st.started)}
         with contextlib.suppress(ApiError):
             client.patch(
