@@ -37,6 +37,7 @@ from ...errors import GpuLabError
 from ...model.scenario import load_documents, parse_scenario
 from ...model.validation import is_dns1123_label
 from ...sim.explain import Explanation
+from .. import batch
 from ..account import condition, scheduler_account
 from ..base import Session, Source
 from ..local.client import ApiError, KubeClient, NotFound
@@ -260,10 +261,15 @@ class KubeconfigSession(Session):
         for doc in workloads:
             self.client.create(doc, namespace=self.namespace, dry_run=True)
         refs = [f"namespace/{self.namespace}"] if ns_labels is not None else []
-        for doc in workloads:
+        # in the order the simulator queues them, each controller's pods before the next (batch.py)
+        for doc in batch.creation_order(workloads, sc.pods):
             created = self.client.create(doc, namespace=self.namespace)
             refs.append(f"{doc['kind'].lower()}/{self.namespace}/{created['metadata']['name']}")
-        self._expected_pods += len(sc.pods)
+            if doc.get("kind") in batch.POD_MAKERS:
+                self._expected_pods += len(batch.pods_of(doc, sc.pods))
+                if doc.get("kind") != "Pod":
+                    self._wait(lambda: len(self._our_pods()) >= self._expected_pods,
+                               "controllers to create pods")
         return refs
 
     # ---------------------------------------------------------- schedule

@@ -12,8 +12,6 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import json
-import os
-import signal
 import time
 from pathlib import Path
 from typing import Any
@@ -29,6 +27,7 @@ from ...model.podgroup import API_VERSION as POD_GROUP_API
 from ...model.scenario import load_documents, parse_scenario
 from ...sim.explain import Explanation
 from ...sim.profile import load_scheduler_config
+from .. import batch
 from ..account import condition, scheduler_account
 from ..base import Session, Source
 from ..tables import NodeRow, PodRow
@@ -121,12 +120,11 @@ class LocalSession(Session):
         self._log_mark = 0  # where this session's part of the scheduler log begins (reset)
         self._changed_at: float | None = None  # wall time of the last node or pod change
         self._alive_checked = 0.0
-        self._paused: tuple[str, ...] = ()  # what _scheduler_paused stopped on purpose
 
     def _ready(self, health: bool = True) -> None:
         """Fail at once, naming the component and the command that repairs it, when a
         process this call needs is stopped or hung (rather than time out much later)."""
-        self.cluster.check_ready(health=health, paused=self._paused)
+        self.cluster.check_ready(health=health)
         self._alive_checked = time.monotonic()
 
     def _still_alive(self) -> None:
@@ -161,85 +159,68 @@ class LocalSession(Session):
             refs.append("kubeschedulerconfiguration")
         if sc.nodes:
             refs += self._start_nodes(sc.nodes)
-        # Pause the scheduler while objects and their controllers' pods are created, so it
-        # sees the whole batch at once and pops it by priority then arrival, as the
-        # simulator does, instead of racing the creation order.
+        # The batch reaches the running scheduler in the simulator's queue order (batch.py).
+        # A scheduler started afresh with the batch queued would pop equal-priority pods in
+        # whatever order its initial list delivered them, which differs from run to run.
         evicting = [d["metadata"]["name"] for d in dra_docs if draobjects.evicts(d)]
         bare = draobjects.bare_pods(self.client) if evicting else set()
-        with self._scheduler_paused():
-            order = {"Namespace": 0, "PriorityClass": 1}
-            first = sorted((d for d in docs if d.get("kind") in order), key=lambda d: order[d["kind"]])
-            # DRA and Kueue objects after their namespaces, before the pods and Jobs that use them
-            for doc in first + dra_docs + kueue_docs + [d for d in docs if d.get("kind") not in order]:
-                if draobjects.is_dra(doc):
-                    ns = draobjects.namespace_of(doc)
+        order = {"Namespace": 0, "PriorityClass": 1}
+        first = sorted((d for d in docs if d.get("kind") in order), key=lambda d: order[d["kind"]])
+        rest = batch.creation_order([d for d in docs if d.get("kind") not in order], sc.pods)
+        # DRA and Kueue objects after their namespaces, before the pods and Jobs that use them
+        for doc in first + dra_docs + kueue_docs + rest:
+            if draobjects.is_dra(doc):
+                ns = draobjects.namespace_of(doc)
+                created = self._create(doc, ns)
+                name = created["metadata"]["name"]
+                self._created.append((doc["kind"], name, ns))
+                refs.append(f"{doc['kind'].lower()}/{name if ns is None else ns + '/' + name}")
+                continue
+            if kueueobjects.is_kueue(doc):
+                ns = kueueobjects.namespace_of(doc)
+                name = self._create(doc, ns)["metadata"]["name"]
+                self._created.append((doc["kind"], name, ns))
+                refs.append(f"{doc['kind'].lower()}/{name if ns is None else ns + '/' + name}")
+                if doc is kueue_docs[-1]:  # Kueue's cache has the queues before any Job
+                    self._wait(lambda: kueueobjects.seen(self.client, kueue_docs), "Kueue's queues")
+                continue
+            kind = doc.get("kind")
+            if kind in ("Namespace", "PriorityClass", "Workload", "PodGroup") or kind in batch.POD_MAKERS:
+                ns = None if kind in _CLUSTER_SCOPED else (doc.get("metadata") or {}).get("namespace", "default")
+                if kind == "Job" and (ns, (doc.get("metadata") or {}).get("name")) in held:
+                    # suspended: its pods come once Kueue admits it (schedule waits)
+                    created = self._kueue_jobs.create(lambda d, ns=ns: self._create(d, ns), doc)
+                else:
                     created = self._create(doc, ns)
-                    name = created["metadata"]["name"]
-                    self._created.append((doc["kind"], name, ns))
-                    refs.append(f"{doc['kind'].lower()}/{name if ns is None else ns + '/' + name}")
-                    continue
-                if kueueobjects.is_kueue(doc):
-                    ns = kueueobjects.namespace_of(doc)
-                    name = self._create(doc, ns)["metadata"]["name"]
-                    self._created.append((doc["kind"], name, ns))
-                    refs.append(f"{doc['kind'].lower()}/{name if ns is None else ns + '/' + name}")
-                    if doc is kueue_docs[-1]:  # Kueue's cache has the queues before any Job
-                        self._wait(lambda: kueueobjects.seen(self.client, kueue_docs), "Kueue's queues")
-                    continue
-                kind = doc.get("kind")
-                if kind in ("Namespace", "PriorityClass", "Pod", "Deployment", "ReplicaSet", "Job",
-                            "Workload", "PodGroup"):
-                    ns = None if kind in _CLUSTER_SCOPED else (doc.get("metadata") or {}).get("namespace", "default")
-                    if kind == "Job" and (ns, (doc.get("metadata") or {}).get("name")) in held:
-                        created = self._kueue_jobs.create(lambda d, ns=ns: self._create(d, ns), doc)
-                    else:
-                        created = self._create(doc, ns)
-                    name = created["metadata"]["name"]  # the API server's, for generateName
-                    self._created.append((kind, name, ns))
-                    refs.append(f"{kind.lower()}/{name if ns is None else ns + '/' + name}")
-            # a Job Kueue queues is suspended: its pods come once Kueue admits it (schedule waits)
-            self._expected_pods += sum(1 for p in sc.pods
-                                       if p.owner_kind != "Job" or (p.namespace, p.owner_name) not in held)
-            if evicting:  # a NoExecute device taint evicts the pods using the devices
-                self._wait(lambda: draobjects.evictions_done(self.client, evicting),
-                           "the device-taint-eviction controller")
-                self._expected_pods -= len(bare - draobjects.bare_pods(self.client))
-            self._wait(lambda: len(self._user_pods()) >= self._expected_pods, "controllers to create pods")
+                    if kind in batch.POD_MAKERS:
+                        self._expected_pods += len(batch.pods_of(doc, sc.pods))
+                        if kind != "Pod":
+                            self._wait(lambda: len(self._user_pods()) >= self._expected_pods,
+                                       "controllers to create pods")
+                name = created["metadata"]["name"]  # the API server's, for generateName
+                self._created.append((kind, name, ns))
+                refs.append(f"{kind.lower()}/{name if ns is None else ns + '/' + name}")
+        if evicting:  # a NoExecute device taint evicts the pods using the devices
+            self._wait(lambda: draobjects.evictions_done(self.client, evicting),
+                       "the device-taint-eviction controller")
+            self._expected_pods -= len(bare - draobjects.bare_pods(self.client))
+        self._wait(lambda: len(self._user_pods()) >= self._expected_pods, "controllers to create pods")
         return refs
 
     def _create(self, doc: dict, ns: str | None) -> dict:
-        """Create, retrying while a new namespace's default ServiceAccount does not exist yet."""
+        """Create, retrying while what the same batch just created is not yet in the API
+        server's admission caches: a new namespace's default ServiceAccount, a new
+        PriorityClass (the Priority admission plugin reads it through an informer)."""
         deadline = time.monotonic() + self.timeout
         while True:
             try:
                 return self.client.create(doc, namespace=ns)
             except ApiError as err:
-                if "serviceaccount" not in str(err).lower() or time.monotonic() > deadline:
+                text = str(err).lower()
+                if ("serviceaccount" not in text and "no priorityclass with name" not in text
+                        or time.monotonic() > deadline):
                     raise
                 time.sleep(0.2)
-
-    @contextlib.contextmanager
-    def _scheduler_paused(self):
-        """Hold the scheduler while a batch is created, then start it afresh.
-
-        A paused (SIGSTOP) scheduler would, once resumed, start popping pods while its
-        informer is still delivering the rest of the batch. A freshly started one lists
-        every pod and syncs its caches before its first cycle, so it sees the whole batch
-        in its queue at once, ordered by priority then arrival: the simulator's model.
-        """
-        self._wait(lambda: self.cluster.status()[SCHEDULER].state == "healthy", "kube-scheduler to be healthy")
-        pid = self.cluster.status(check_health=False)[SCHEDULER].pid
-        if pid:
-            os.kill(pid, signal.SIGSTOP)
-            self._paused = (SCHEDULER,)
-        try:
-            yield
-        finally:
-            self._paused = ()
-            if pid:
-                os.kill(pid, signal.SIGKILL)
-                os.kill(pid, signal.SIGCONT)
-                self.cluster.up(progress=None)  # restarts just the scheduler
 
     def _start_nodes(self, nodes) -> list[str]:
         from ...kubelet.agent import NodeAgent
