@@ -2,8 +2,8 @@
 
 What must agree (the issue's contract): which pods are pending (per workload, since
 controllers name pods at random), the multiset of what each node ends up holding (exact
-node names when a scenario says ties cannot happen), and the scheduler's message for
-every pending pod, and the per-plugin weighted scores of every bound pod where more than
+node names when a scenario says ties cannot happen), the scheduler's message for
+every pending pod, which pods were preempted (per workload), and the per-plugin weighted scores of every bound pod where more than
 one node was scored (the real ones read from kube-scheduler's log). Ties are replayed:
 where the real scheduler chose among equal totals, the sim takes the same node, so both
 continue from the same state. A scenario may run actions between schedules (kill or restart a
@@ -54,6 +54,7 @@ class Outcome:
     usage: dict[str, tuple]  # node -> what its pods request (compared resources + nvidia.com/*)
     messages: dict[str, set[str]]  # group -> pending messages
     scores: dict[str, Counter] = field(default_factory=dict)  # group -> its pods' score tables
+    preempted: Counter = field(default_factory=Counter)  # group -> pods the scheduler preempted
 
     def usage_multiset(self) -> Counter:
         return Counter(self.usage.values())
@@ -70,7 +71,25 @@ def group_of(pod_name: str, workloads: list[str]) -> str:
     return next((w for w in workloads if pod_name.startswith(w + "-")), pod_name)
 
 
-def outcome(session: Session, workloads: list[str]) -> Outcome:
+#: the status reason the sim gives a pod it preempted (the victim stays, Failed)
+PREEMPTED_REASON = "PreemptionByScheduler"
+
+
+def preemption_victims(session: Session) -> set[tuple[str, str]]:
+    """(identity, pod name) of every pod the scheduler has preempted in this session. A
+    real scheduler deletes its victims (a controller replaces its own), so a real backend
+    reads the victims' ``Preempted`` events, which outlive them and earlier runs in the
+    same lab (compare with a set taken before); the sim keeps each victim, Failed."""
+    client = getattr(session, "client", None)
+    if client is None:
+        pods = session.pods()
+        return {(f"{r.namespace}/{r.name}", r.name) for r in pods[pods["reason"] == PREEMPTED_REASON].itertuples()}
+    return {(e["involvedObject"].get("uid", ""), e["involvedObject"].get("name", ""))
+            for e in client.list("Event")["items"]
+            if e.get("reason") == "Preempted" and (e.get("involvedObject") or {}).get("kind") == "Pod"}
+
+
+def outcome(session: Session, workloads: list[str], victims_before: set | frozenset = frozenset()) -> Outcome:
     pods = session.pods()
     pending: Counter = Counter()
     messages: dict[str, set[str]] = {}
@@ -83,7 +102,8 @@ def outcome(session: Session, workloads: list[str]) -> Outcome:
         req = n["requested"]
         usage[n["name"]] = tuple(sorted((k, str(v)) for k, v in req.items()
                                         if (k in COMPARED_RESOURCES or k.startswith("nvidia.com/")) and str(v) != "0"))
-    return Outcome(pending, usage, messages, score_tables(session, pods, workloads))
+    preempted = Counter(group_of(name, workloads) for key, name in preemption_victims(session) - victims_before)
+    return Outcome(pending, usage, messages, score_tables(session, pods, workloads), preempted)
 
 
 def score_tables(session: Session, pods, workloads: list[str]) -> dict[str, Counter]:
@@ -140,6 +160,7 @@ def replaying(choices: dict[str, deque], workloads: list[str]):
 
 
 def run_case(case: Case, session: Session) -> Outcome:
+    before = preemption_victims(session)
     session.apply(case.documents)
     session.schedule()
     for action in case.actions:
@@ -158,7 +179,7 @@ def run_case(case: Case, session: Session) -> Outcome:
         else:
             raise ValueError(f"unknown fidelity action {sorted(action)}")
         session.schedule()
-    return outcome(session, workloads_of(case))
+    return outcome(session, workloads_of(case), before)
 
 
 def _docs(value: Any) -> list[dict]:
@@ -171,6 +192,8 @@ def differences(case: Case, sim: Outcome, real: Outcome) -> list[str]:
     out = []
     if sim.pending != real.pending:
         out.append(f"pending differs: sim {dict(sim.pending)} vs real {dict(real.pending)}")
+    if sim.preempted != real.preempted:
+        out.append(f"preempted differs: sim {dict(sim.preempted)} vs real {dict(real.preempted)}")
     if case.exact:
         if sim.usage != real.usage:
             out.append(f"node usage differs: sim {sim.usage} vs real {real.usage}")
