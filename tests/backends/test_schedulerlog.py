@@ -128,3 +128,17 @@ def test_a_batched_pod_says_so():
     assert a.hint == "h100-1" and a.scores == {}
     e = schedulerlog.explained(_account("h100-1"), a, WEIGHTS, ["h100-0", "h100-1"])
     assert any(n.startswith("opportunistic batching: the previous pod's ranking hinted h100-1") for n in e.notes)
+
+
+def test_history_since_a_mark_survives_a_rotation(tmp_path):
+    log = tmp_path / "kube-scheduler.log"
+    lines = LOG.splitlines(keepends=True)
+    log.write_text("".join(lines[:3]))
+    mark = schedulerlog.log_mark(log)
+    with log.open("a") as fh:
+        fh.write("".join(lines[3:8]))
+    log.rename(tmp_path / "kube-scheduler.log.1")  # the scheduler restarts: rotation
+    log.write_text("".join(lines[8:]))
+    assert [a.pod for a in schedulerlog.history_since(log, mark)] == [POD, "default/other"]
+    assert schedulerlog.history_since(log, mark)[0].totals == {"h100-0": 517, "h100-1": 467}
+    assert [a.pod for a in schedulerlog.history_since(log, schedulerlog.log_mark(log))] == []

@@ -114,24 +114,35 @@ def history(lines) -> list[Attempt]:
     return out
 
 
-def history_since(log: Path, offset: int) -> list[Attempt]:
-    """The attempts logged after byte ``offset`` of ``log`` (all of it if it rotated since)."""
-    try:
-        with log.open("rb") as fh:
-            if fh.seek(0, 2) >= offset:
-                fh.seek(offset)
-            else:
-                fh.seek(0)
-            return history(line.decode(errors="replace") for line in fh)
-    except FileNotFoundError:
-        return []
+def history_since(log: Path, mark: tuple[int, int]) -> list[Attempt]:
+    """The attempts logged since ``mark`` (``log_mark``: the log's inode and size then); when
+    the log has rotated since (a restarted scheduler moves a large log to ``log.1``, keeping
+    its inode), the rest of ``log.1`` first."""
+    inode, offset = mark
+
+    def lines():
+        try:
+            rotated = log.stat().st_ino != inode
+        except FileNotFoundError:
+            rotated = True
+        parts = ((log.with_name(log.name + ".1"), offset), (log, 0)) if rotated else ((log, offset),)
+        for path, start in parts:
+            try:
+                with path.open("rb") as fh:
+                    fh.seek(start)
+                    yield from (line.decode(errors="replace") for line in fh)
+            except FileNotFoundError:
+                continue
+    return history(lines())
 
 
-def log_size(log: Path) -> int:
+def log_mark(log: Path) -> tuple[int, int]:
+    """Where the log is now, for ``history_since``."""
     try:
-        return log.stat().st_size
+        st = log.stat()
+        return st.st_ino, st.st_size
     except FileNotFoundError:
-        return 0
+        return 0, 0
 
 
 _read_cache: dict[Path, tuple[tuple, dict[str, Attempt]]] = {}

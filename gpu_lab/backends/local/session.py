@@ -117,7 +117,7 @@ class LocalSession(Session):
         self._expected_pods = 0
         self._custom_scheduler = False
         self._started, self._advanced = time.monotonic(), 0.0
-        self._log_mark = 0  # where this session's part of the scheduler log begins (reset)
+        self._log_mark = (0, 0)  # where this session's part of the scheduler log begins (reset)
         self._changed_at: float | None = None  # wall time of the last node or pod change
         self._alive_checked = 0.0
 
@@ -548,7 +548,7 @@ class LocalSession(Session):
         if self._custom_scheduler or self.cluster._saved_scheduler_config() is not None:
             self.cluster.set_scheduler_config(None, progress=lambda _m: None)
             self._custom_scheduler = False
-        self._log_mark = schedulerlog.log_size(self.cluster.log_path(SCHEDULER))
+        self._log_mark = schedulerlog.log_mark(self.cluster.log_path(SCHEDULER))
 
     def _scheduling_history(self) -> list[schedulerlog.Attempt]:
         """The real scheduler's attempts since the last reset, in order (fidelity.py replays
