@@ -112,9 +112,11 @@ def score_tables(session: Session, pods, workloads: list[str]) -> dict[str, Coun
     (zeros dropped: a plugin the sim does not model adds 0 on the real side) and total, as
     a sorted tuple: node names are left out because controllers name pods at random and
     equal-scoring nodes are a tie either scheduler may break either way; where nodes end
-    up is compared by usage."""
+    up is compared by usage. A preempted pod is left out: the real scheduler deletes it,
+    the sim keeps it (Failed); victims are compared by count."""
     tables: dict[str, Counter] = {}
-    for _, row in pods[pods["node"].notna() & (pods["node"] != "")].iterrows():
+    bound = pods["node"].notna() & (pods["node"] != "") & (pods["reason"] != PREEMPTED_REASON)
+    for _, row in pods[bound].iterrows():
         nodes = session.explain(f"{row['namespace']}/{row['name']}").to_dict()["nodes"]
         scored = [n for n in nodes if n.get("scores")]
         if len(scored) < 2:
