@@ -188,6 +188,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("edition", help="render the lessons to static HTML (--out DIR)", add_help=False)
     sub.add_parser("workshop", help="participant namespaces, GPU quotas, RBAC, kubeconfigs",
                    add_help=False)
+    sub.add_parser("fuzz", help="random scenarios on the sim and the real scheduler, compared",
+                   add_help=False)
 
     cp = sub.add_parser("controlplane", help="build the real Kubernetes components from source")
     cp.add_argument("rest", nargs=argparse.REMAINDER, help="build [--components ...] [--force]")
@@ -243,11 +245,17 @@ def cmd_workshop(args) -> int:
     return main(args.rest)
 
 
+def cmd_fuzz(args) -> int:
+    from .fuzz.cli import main
+
+    return main(args.rest)
+
+
 # Subcommands whose own parser takes every argument after the name (``--help`` included).
 _PASSTHROUGH = {"device-plugin": cmd_device_plugin, "controlplane": cmd_controlplane, "mig": cmd_mig,
                 "doctor": cmd_doctor, "edition": cmd_edition, "workshop": cmd_workshop,
                 "probe": cmd_probe, "inventory": cmd_inventory,
-                "labs": cmd_labs, "drill": cmd_drill}
+                "labs": cmd_labs, "drill": cmd_drill, "fuzz": cmd_fuzz}
 _LOCAL = ("up", "down", "status", "logs", "kubeconfig")
 
 

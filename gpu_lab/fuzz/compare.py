@@ -1,0 +1,94 @@
+"""Run one seed's scenario on the real scheduler and on the sim, and compare as the fidelity
+suite does (``gpu_lab.fidelity``): pending pods, what each node holds, pending messages,
+preemption victims and per-plugin scores, with the real scheduler's tie-breaks replayed on
+the sim. A difference is excused only by an entry of ``known_differences.yaml`` whose
+pattern matches it and whose condition the scenario meets; nothing else is loosened.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from ..backends.base import Session
+from ..fidelity import differences, real_choices, replaying, run_case, workloads_of
+from .generate import documents, scenario
+
+KNOWN = Path(__file__).with_name("known_differences.yaml")
+
+
+@dataclass(frozen=True)
+class Known:
+    """A known cause: a difference matching ``match`` in a scenario whose YAML matches
+    ``when`` (every scenario when empty) is explained by ``why``."""
+
+    name: str
+    match: str
+    why: str
+    when: str = ""
+
+    def excuses(self, difference: str, text: str) -> bool:
+        return bool(re.search(self.match, difference)) and (not self.when or bool(re.search(self.when, text, re.M)))
+
+
+def known_differences(path: Path = KNOWN) -> list[Known]:
+    if not path.exists():
+        return []
+    raw = yaml.safe_load(path.read_text()) or {}
+    return [Known(name, str(v["match"]), " ".join(str(v["why"]).split()), str(v.get("when") or ""))
+            for name, v in raw.items()]
+
+
+@dataclass
+class Result:
+    seed: int
+    differences: list[str] = field(default_factory=list)  # not excused
+    excused: list[tuple[str, str]] = field(default_factory=list)  # (difference, known cause)
+    error: str | None = None  # a backend refused or timed out
+    seconds: float = 0.0
+
+    @property
+    def agrees(self) -> bool:
+        return not self.differences and self.error is None
+
+    def to_dict(self) -> dict:
+        return {"seed": self.seed, "agrees": self.agrees, "differences": self.differences,
+                "excused": [{"difference": d, "known": k} for d, k in self.excused],
+                "error": self.error, "seconds": round(self.seconds, 1)}
+
+
+def scenario_text(seed: int) -> str:
+    """The seed's scenario as a multi-document YAML file (a fidelity scenario as it stands)."""
+    return yaml.safe_dump_all(documents(scenario(seed)), sort_keys=False)
+
+
+def run_seed(seed: int, real: Session, known: list[Known] | None = None) -> Result:
+    """Empty ``real`` (a local lab), run the seed on it, then on a fresh sim replaying its ties."""
+    from .. import connect
+
+    started = time.monotonic()
+    known = known_differences() if known is None else known
+    case = scenario(seed)
+    result = Result(seed)
+    try:
+        real.reset()
+        got = run_case(case, real)
+        workloads = workloads_of(case)
+        with replaying(real_choices(real, workloads), workloads):
+            model = run_case(case, connect("sim", seed=0))
+    except Exception as err:  # noqa: BLE001 - reported per seed, the run goes on
+        result.error = f"{type(err).__name__}: {err}"
+    else:
+        text = scenario_text(seed)
+        for d in differences(case, model, got):
+            cause = next((k for k in known if k.excuses(d, text)), None)
+            if cause is None:
+                result.differences.append(d)
+            else:
+                result.excused.append((d, cause.name))
+    result.seconds = time.monotonic() - started
+    return result
