@@ -182,8 +182,8 @@ def connect(
     if backend == "local":
         if kubeconfig is not None or context is not None:
             raise WorkshopInputError("--kubeconfig/--context are for --backend kubeconfig")
-        from .backends.local.client import KubeClient
         from .backends.local.cluster import LocalCluster
+        from .kube import KubeClient
 
         lab = LocalCluster(name, root=root).connect()
         return Workshop(KubeClient.from_kubeconfig(lab.kubeconfig()), name, backend)
@@ -275,7 +275,7 @@ def _ref(obj: dict) -> str:
 def ensure(client, obj: dict) -> str:
     """Create ``obj``, or bring an existing one to it by server-side apply. Returns
     ``created``, ``updated`` or ``unchanged`` (the server's resourceVersion did not move)."""
-    from .backends.local.client import NotFound
+    from .kube import NotFound
 
     meta = obj["metadata"]
     kind, av = obj["kind"], obj["apiVersion"]
@@ -294,7 +294,7 @@ def ensure(client, obj: dict) -> str:
 
 def _check_namespace(ws: Workshop, i: int) -> None:
     """Refuse a namespace of that name that is not this workshop's, or one being deleted."""
-    from .backends.local.client import NotFound
+    from .kube import NotFound
 
     ns = namespace_of(i)
     try:
@@ -368,8 +368,8 @@ def render_kubeconfig(ws: Workshop, i: int, token: str) -> str:
 def _usable_kubeconfig(ws: Workshop, path: Path, i: int) -> bool:
     """An existing kubeconfig for participant ``i`` on this server whose token is theirs,
     valid for more than :data:`RENEW_MARGIN_S` and still accepted by the API server."""
-    from .backends.local import kubeconfig as kc
-    from .backends.local.client import ApiError, KubeClient, Unreachable
+    from .kube import ApiError, KubeClient, Unreachable
+    from .kube import kubeconfig as kc
 
     if not path.is_file():
         return False
@@ -393,7 +393,7 @@ def _usable_kubeconfig(ws: Workshop, path: Path, i: int) -> bool:
 
 def write_kubeconfig(ws: Workshop, out: Path, i: int, hours: float, renew: bool = False) -> str:
     """``written`` or ``kept`` (an existing one still works, unless ``renew``)."""
-    from .backends.local import kubeconfig as kc
+    from .kube import kubeconfig as kc
 
     path = kubeconfig_path(out, i)
     if not renew and _usable_kubeconfig(ws, path, i):
@@ -507,7 +507,7 @@ def provision(
 
 def _wait_for_service_account(ws: Workshop, i: int, name: str = SERVICE_ACCOUNT,
                               timeout: float = 10.0) -> bool:
-    from .backends.local.client import NotFound
+    from .kube import NotFound
 
     deadline = time.monotonic() + timeout
     while True:
@@ -651,7 +651,7 @@ def _participant_key(name: str) -> tuple[int, str]:
 
 
 def _remove_kubeconfigs(ws: Workshop, out: Path) -> list[str]:
-    from .backends.local import kubeconfig as kc
+    from .kube import kubeconfig as kc
 
     removed = []
     if not out.is_dir():
@@ -668,7 +668,7 @@ def _remove_kubeconfigs(ws: Workshop, out: Path) -> list[str]:
 
 
 def _wait_gone(ws: Workshop, names: list[str], timeout: float) -> list[str]:
-    from .backends.local.client import NotFound
+    from .kube import NotFound
 
     deadline = time.monotonic() + timeout
     left = list(names)
@@ -778,9 +778,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .backends.local.client import ApiError, Unreachable
     from .backends.local.cluster import LocalClusterError
-    from .backends.local.kubeconfig import KubeconfigError
+    from .kube import ApiError, KubeconfigError, Unreachable
 
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in ("-h", "--help") or not argv:

@@ -78,9 +78,15 @@ os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
 
 from ..backends.local import draprepare as dra
 from ..backends.local import resourceslices as rs
-from ..backends.local.client import AlreadyExists, ApiError, KubeClient, NotFound, Unreachable
-from ..backends.local.watch import CancellableWatch
 from ..errors import GpuLabError  # noqa: E402
+from ..kube import (
+    AlreadyExists,
+    ApiError,
+    CancellableWatch,
+    KubeClient,
+    NotFound,
+    Unreachable,
+)
 from ..model.objects import Node
 from . import nodestatus as ns
 from . import podlifecycle as pl

@@ -24,10 +24,10 @@ import yaml
 from realcluster import private_lab
 
 from gpu_lab.backends.local import resourceslices as rs
-from gpu_lab.backends.local.client import ApiError
 from gpu_lab.backends.local.cluster import APISERVER, CONTROLLER_MANAGER, SCHEDULER
 from gpu_lab.gpus.labels import gpu_uuids
 from gpu_lab.gpus.mig import geometry, is_valid_layout
+from gpu_lab.kube import ApiError
 from gpu_lab.model.scenario import load_documents
 
 pytestmark = pytest.mark.controlplane

@@ -701,7 +701,7 @@ def registered(api, plan):
 
 @pytest.mark.controlplane
 def test_every_manifest_passes_server_side_dry_run(api, plan):
-    from gpu_lab.backends.local.client import AlreadyExists, NotFound
+    from gpu_lab.kube import AlreadyExists, NotFound
 
     _, client = api
     ns, *rest = plan.manifests
@@ -737,7 +737,7 @@ def test_daemonset_pods_pass_admission_on_their_nodes(api, registered):
 def _ensure_namespace(client, service_account: bool = False) -> None:
     """The namespace exists; with ``service_account``, also its ``default`` ServiceAccount
     (the controller-manager makes it a moment later; pods are refused until then)."""
-    from gpu_lab.backends.local.client import AlreadyExists, NotFound
+    from gpu_lab.kube import AlreadyExists, NotFound
 
     with contextlib.suppress(AlreadyExists):
         client.create(mf.namespace())

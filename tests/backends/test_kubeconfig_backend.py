@@ -31,8 +31,8 @@ from gpu_lab.backends.kubeconfig.session import (
     check_node_change,
 )
 from gpu_lab.backends.local.build import DEFAULT_VERSION
-from gpu_lab.backends.local.client import NotFound
 from gpu_lab.errors import GpuLabError
+from gpu_lab.kube import NotFound
 from gpu_lab.kubelet.nodestatus import conditions, lease_object, micro_time, rfc3339
 
 LINUX = sys.platform.startswith("linux")
@@ -267,7 +267,7 @@ def test_inventory_lists_the_gpu_nodes_read_only(cluster, kube, capsys, monkeypa
     # Read-only means: every request the inventory sends is a GET. (Comparing the Nodes'
     # resourceVersions would be flaky: kube-controller-manager's node-lifecycle controller
     # updates these kubelet-less stand-in nodes on its own.)
-    from gpu_lab.backends.local.client import KubeClient
+    from gpu_lab.kube import KubeClient
 
     methods: list[str] = []
     real_request = KubeClient.request

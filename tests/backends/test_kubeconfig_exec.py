@@ -19,25 +19,26 @@ import sys
 import uuid
 from datetime import datetime, timezone
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
-import requests
+import urllib3
 import yaml
 from cryptography.hazmat.primitives import serialization
 from realcluster import require_controlplane
 
 import gpu_lab
 from gpu_lab.backends.kubeconfig.session import open_client
-from gpu_lab.backends.local import kubeconfig as kc
 from gpu_lab.backends.local.certs import make_ca
-from gpu_lab.backends.local.client import ApiError, KubeClient
-from gpu_lab.backends.local.execcredential import (
+from gpu_lab.errors import GpuLabError
+from gpu_lab.kube import ApiError, KubeClient
+from gpu_lab.kube import kubeconfig as kc
+from gpu_lab.kube.execcredential import (
     ExecConfig,
     ExecCredentialError,
     ExecPlugin,
     parse_config,
 )
-from gpu_lab.errors import GpuLabError
 
 V1 = "client.authentication.k8s.io/v1"
 V1BETA1 = "client.authentication.k8s.io/v1beta1"
@@ -460,37 +461,61 @@ def test_token_and_token_file_are_sent_as_bearer_tokens(tmp_path):
     assert kc.load(write_kubeconfig(tmp_path, user_extra={"tokenFile": "sa-token"})).token == \
         "from-file"
     client = KubeClient.from_kubeconfig(write_kubeconfig(tmp_path, user_extra={"token": "abc"}))
-    assert client.session.headers["Authorization"] == "Bearer abc"
+    assert client.configuration.auth_settings()["BearerToken"]["value"] == "Bearer abc"
+
+
+def test_in_cluster_reads_the_pods_service_account_and_outside_a_pod_says_so(tmp_path, monkeypatch):
+    from kubernetes.config import incluster_config
+
+    from gpu_lab.kube import KubeconfigError
+
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    with pytest.raises(KubeconfigError) as exc:
+        KubeClient.in_cluster()
+    assert one_line(exc).startswith("not running in a pod with a ServiceAccount")
+    (tmp_path / "token").write_text("sa-token")
+    (tmp_path / "ca.crt").write_text("-----BEGIN CERTIFICATE-----\n")
+    monkeypatch.setattr(incluster_config, "SERVICE_TOKEN_FILENAME", str(tmp_path / "token"))
+    monkeypatch.setattr(incluster_config, "SERVICE_CERT_FILENAME", str(tmp_path / "ca.crt"))
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.96.0.1")
+    monkeypatch.setenv("KUBERNETES_SERVICE_PORT", "443")
+    creds = kc.in_cluster()
+    assert (creds.server, creds.token, creds.ca_file) == (
+        "https://10.96.0.1:443", "sa-token", str(tmp_path / "ca.crt"))
+    # the package's hook re-reads the token file (the kubelet rotates it) for every client
+    assert creds.refresh is not None
+    assert KubeClient(creds).configuration.refresh_api_key_hook is creds.refresh
 
 
 # =========================================================================== the client
 
 
 class FakeTransport:
-    """Stands in for ``requests.Session.request``: answers 401 to any token in ``bad``."""
+    """Stands in for the package's ``ApiClient.call_api``: answers 401 to any token in
+    ``bad``; records each request's token and the client certificate it went with."""
 
-    def __init__(self, bad: set[str]):
-        self.bad = bad
+    def __init__(self, client: KubeClient, bad: set[str]):
+        self.client, self.bad = client, bad
         self.seen: list[tuple[str | None, object]] = []
+        client.api.call_api = self
 
-    def __call__(self, method, url, headers=None, cert=None, **kw):
-        auth = (headers or {}).get("Authorization")
-        self.seen.append((auth, cert))
-        resp = requests.Response()
-        resp.url, resp._content_consumed = url, True
+    def __call__(self, method, url, headers=None, body=None, **kw):
+        auth = (headers or {}).get("authorization")
+        self.seen.append((auth, self.client.configuration.cert_file))
         if auth and auth.removeprefix("Bearer ") in self.bad:
-            resp.status_code, resp.reason = 401, "Unauthorized"
-            resp._content = json.dumps({"kind": "Status", "code": 401, "reason": "Unauthorized",
-                                        "message": "Unauthorized"}).encode()
+            status = {"kind": "Status", "code": 401, "reason": "Unauthorized",
+                      "message": "Unauthorized"}
+            resp = urllib3.HTTPResponse(json.dumps(status).encode(), status=401,
+                                        reason="Unauthorized")
         else:
-            resp.status_code, resp._content = 200, b'{"major": "1", "minor": "37"}'
-        return resp
+            resp = urllib3.HTTPResponse(b'{"major": "1", "minor": "37"}', status=200)
+        return SimpleNamespace(response=resp)
 
 
 def test_the_client_sends_the_plugins_token_and_retries_a_401_once(tmp_path):
     stub = Stub(tmp_path / "p", [cred(token="revoked"), cred(token="fresh")])
     client = KubeClient.from_kubeconfig(write_kubeconfig(tmp_path, exec_of(stub)))
-    client.session.request = transport = FakeTransport(bad={"revoked"})
+    transport = FakeTransport(client, bad={"revoked"})
     assert client.server_version()["minor"] == "37"
     assert [auth for auth, _ in transport.seen] == ["Bearer revoked", "Bearer fresh"]
     assert client.server_version() and len(stub.calls) == 2  # cached since
@@ -499,7 +524,7 @@ def test_the_client_sends_the_plugins_token_and_retries_a_401_once(tmp_path):
 def test_a_401_after_the_rerun_is_the_api_servers_unauthorized(tmp_path):
     stub = Stub(tmp_path / "p", [cred(token="bad")])
     client = KubeClient.from_kubeconfig(write_kubeconfig(tmp_path, exec_of(stub)))
-    client.session.request = transport = FakeTransport(bad={"bad"})
+    transport = FakeTransport(client, bad={"bad"})
     with pytest.raises(ApiError) as exc:
         client.server_version()
     assert exc.value.code == 401 and str(exc.value) == "Unauthorized"
@@ -510,10 +535,10 @@ def test_the_client_presents_the_plugins_certificate(tmp_path):
     cert_pem, key_pem = _pem_pair()
     stub = Stub(tmp_path / "p", [cred(clientCertificateData=cert_pem, clientKeyData=key_pem)])
     client = KubeClient.from_kubeconfig(write_kubeconfig(tmp_path, exec_of(stub)))
-    client.session.request = transport = FakeTransport(bad=set())
+    transport = FakeTransport(client, bad=set())
     client.server_version()
     ((auth, cert),) = transport.seen
-    assert auth is None and Path(cert[0]).read_text() == cert_pem
+    assert auth is None and Path(cert).read_text() == cert_pem
 
 
 # =========================================================================== real control plane

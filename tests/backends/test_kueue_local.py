@@ -20,10 +20,10 @@ from realcluster import require_kueue
 
 from gpu_lab.backends.local import kueue, kueuebuild
 from gpu_lab.backends.local import processes as procs
-from gpu_lab.backends.local.client import ApiError
 from gpu_lab.backends.local.cluster import LocalCluster
 from gpu_lab.backends.local.kueuescenario import KueueRun, read_outcomes
 from gpu_lab.errors import GpuLabError
+from gpu_lab.kube import ApiError
 
 REPO = Path(__file__).parents[2]
 AV = kueue.API_VERSION

@@ -28,12 +28,12 @@ from realcluster import require_controlplane
 
 from gpu_lab.backends.local import certs
 from gpu_lab.backends.local import cluster as cl
-from gpu_lab.backends.local import kubeconfig as kc
 from gpu_lab.backends.local import ports as portlib
 from gpu_lab.backends.local import processes as procs
 from gpu_lab.backends.local.build import DEFAULT_VERSION
 from gpu_lab.backends.local.cli import main as cli_main
-from gpu_lab.backends.local.client import ApiError, KubeClient, NotFound
+from gpu_lab.kube import ApiError, KubeClient, NotFound
+from gpu_lab.kube import kubeconfig as kc
 
 REPO = Path(__file__).resolve().parents[2]
 LINUX = sys.platform.startswith("linux")
@@ -179,6 +179,11 @@ def test_kubeconfig_round_trip(tmp_path):
     )
     path = kc.write(tmp_path / "kubeconfig", text)
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    # a file the kubeconfig names must exist, as for kubectl: one line when it does not
+    with pytest.raises(kc.KubeconfigError, match=f"File does not exist: {tmp_path / 'ca.crt'}"):
+        kc.load(path)
+    for name in ("ca.crt", "a.crt", "a.key"):
+        (tmp_path / name).write_text("PEM")
     creds = kc.load(path)
     assert creds.server == "https://127.0.0.1:1234"
     assert creds.ca_file == str(tmp_path / "ca.crt")
@@ -214,7 +219,7 @@ def test_client_resolves_kinds_without_a_server():
     assert k.resource("job").path("a") == "/apis/batch/v1/namespaces/a/jobs"
     assert k.resource("Lease").api_version == "coordination.k8s.io/v1"
     assert k.resource("priorityclass").namespaced is False
-    assert k.session.trust_env is False  # loopback: never through a proxy
+    assert not k.configuration.proxy  # loopback: never through a proxy
 
 
 @pytest.mark.skipif(not LINUX, reason="/proc")
@@ -408,6 +413,11 @@ def test_create_namespace_and_node_and_the_scheduler_binds_a_pod(lab):
     )
     assert kube.get("Node", "h100-0")["status"]["allocatable"]["nvidia.com/gpu"] == "8"
     assert [n["metadata"]["name"] for n in kube.list("nodes")["items"]] == ["h100-0"]
+    # the same client through the official package's typed API, as learners write it at work
+    from kubernetes import client as k8s
+
+    typed = k8s.CoreV1Api(kube.api).read_node("h100-0")
+    assert typed.status.allocatable["nvidia.com/gpu"] == "8"
     with pytest.raises(ApiError, match='namespaces "team-a" already exists'):
         kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a"}})
 

@@ -21,10 +21,9 @@ from realcluster import require_controlplane
 
 from gpu_lab.backends.local import processes as procs
 from gpu_lab.backends.local.cli import main as local_main
-from gpu_lab.backends.local.client import ApiError, KubeClient
 from gpu_lab.backends.local.cluster import LocalCluster, LocalClusterError
-from gpu_lab.backends.local.kubeconfig import Credentials
 from gpu_lab.errors import GpuLabError
+from gpu_lab.kube import ApiError, Credentials, KubeClient
 from gpu_lab.kubelet import agentprocess
 
 REPO = Path(__file__).resolve().parents[2]

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from realcluster import require_controlplane
 
-from gpu_lab.backends.local.client import AlreadyExists
+from gpu_lab.kube import AlreadyExists
 from gpu_lab.kubelet import nodestatus as ns
 from gpu_lab.kubelet import podlifecycle as pl
 from gpu_lab.kubelet.admission import admission_error_message, fit_failure
@@ -514,7 +514,7 @@ def test_pods_deleted_while_the_agent_was_down_are_finished_before_start_returns
 def test_a_cancelled_watch_ends_at_once(lab):
     import threading
 
-    from gpu_lab.backends.local.watch import CancellableWatch
+    from gpu_lab.kube import CancellableWatch
 
     cluster, _, _ = lab
     watcher = CancellableWatch(cluster.client())

@@ -20,10 +20,10 @@ import yaml
 from realcluster import require_controlplane
 
 from gpu_lab import workshop as w
-from gpu_lab.backends.local import kubeconfig as kc
-from gpu_lab.backends.local.client import ApiError, KubeClient, NotFound
 from gpu_lab.backends.local.cluster import LocalCluster
 from gpu_lab.cli import main as cli_main
+from gpu_lab.kube import ApiError, KubeClient, NotFound
+from gpu_lab.kube import kubeconfig as kc
 
 LAB = "workshop"
 

@@ -32,9 +32,9 @@ import pandas as pd
 
 from ...errors import GpuLabError
 from ...gpus.catalog import get_model
+from ...kube import ApiError, KubeClient
 from ...model.nodepool import node_from_manifest
 from ...model.parse import internal_resources
-from ..local.client import ApiError, KubeClient
 from ..tables import NodeRow, nodes_frame
 from . import OWNED_LABEL
 

@@ -34,13 +34,13 @@ from pathlib import Path
 import pandas as pd
 
 from ...errors import GpuLabError
+from ...kube import ApiError, KubeClient, NotFound
 from ...model.scenario import load_documents, parse_scenario
 from ...model.validation import is_dns1123_label
 from ...sim.explain import Explanation
 from .. import batch
 from ..account import condition, scheduler_account
 from ..base import Session, Source
-from ..local.client import ApiError, KubeClient, NotFound
 from ..local.session import pod_row
 from ..tables import NodeRow, PodRow
 from ..waiting import wait_settled

@@ -23,8 +23,8 @@ from pathlib import Path
 
 from gpu_lab.errors import GpuLabError
 
+from ...kube import Unreachable
 from ...kubelet import agentprocess
-from .client import Unreachable
 from .cluster import ALIASES, COMPONENTS, PLUGIN_PREFIX, LocalCluster, LocalClusterError
 
 BACKENDS = ("local", "kind")
@@ -64,8 +64,8 @@ def stop_agent(lab: LocalCluster) -> bool:
 def start_agent(lab: LocalCluster, scenario: str, progress=_progress, timeout: float = 60) -> None:
     """Run the node agent for a scenario's nodes as a process that outlives this command,
     then create the scenario's other objects through the API server."""
+    from ...kube import AlreadyExists
     from ...model.scenario import load_documents
-    from .client import AlreadyExists
 
     agentprocess.start(lab, scenario, timeout=timeout, progress=progress)
     others = [d for d in load_documents(scenario) if d.get("kind") not in ("Node", "NodePool")]

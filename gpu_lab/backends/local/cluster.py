@@ -44,8 +44,8 @@ import yaml
 
 from gpu_lab.errors import GpuLabError
 
+from ...kube import kubeconfig as kc
 from ...kubelet import agentprocess
-from . import kubeconfig as kc
 from . import ports as portlib
 from . import processes as procs
 from .build import DEFAULT_VERSION, find_binaries
@@ -478,8 +478,8 @@ class LocalCluster:
         return self
 
     def client(self):
-        """A :class:`~gpu_lab.backends.local.client.KubeClient` with the admin credentials."""
-        from .client import KubeClient
+        """A :class:`~gpu_lab.kube.KubeClient` with the admin credentials."""
+        from ...kube import KubeClient
 
         return KubeClient.from_kubeconfig(self.kubeconfig())
 

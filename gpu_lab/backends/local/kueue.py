@@ -64,10 +64,10 @@ import yaml
 
 from gpu_lab.errors import GpuLabError
 
+from ...kube import ApiError, KubeClient, NotFound, Unreachable
 from . import kueuebuild
 from . import ports as portlib
 from . import processes as procs
-from .client import ApiError, KubeClient, NotFound, Unreachable
 from .cluster import HOST, ComponentStatus, LocalCluster, LocalClusterError
 
 NAME = "kueue"

@@ -32,10 +32,10 @@ import time
 from typing import Any
 
 from ...errors import GpuLabError
+from ...kube import ApiError, KubeClient
 from ...model.duration import go_duration_string
 from ...sim.kueue.configuration import parse_configuration, parse_go_duration
 from ..account import condition
-from .client import ApiError, KubeClient
 from .cluster import LocalCluster
 from .kueue import API_GROUP, API_VERSION, enabled, settings
 from .kueuescenario import JOB_UID_LABEL, KUEUE_ORDER, QUEUE_LABEL

@@ -32,9 +32,9 @@ import pandas as pd
 
 from gpu_lab.errors import GpuLabError
 
+from ...kube import ApiError, KubeClient, NotFound
 from ...model.duration import SUBMIT_AT_ANNOTATION, parse_duration
 from ...model.scenario import load_documents, parse_scenario
-from .client import ApiError, KubeClient, NotFound
 from .cluster import LocalCluster
 from .kueue import API_GROUP, API_VERSION, check
 
@@ -148,7 +148,7 @@ class _AdmissionWatch:
     saw ``Admitted=True``."""
 
     def __init__(self, client: KubeClient):
-        self.client = KubeClient(client.creds, timeout=client.timeout)  # its own session
+        self.client = KubeClient(client.creds, timeout=client.timeout)  # its own connection pool
         self.seen: dict[str, tuple[int, float]] = {}
         self._stop = threading.Event()
         self._lock = threading.Lock()

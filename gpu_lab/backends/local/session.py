@@ -19,6 +19,7 @@ from typing import Any
 import pandas as pd
 
 from ...errors import GpuLabError
+from ...kube import ApiError
 from ...kubelet import agentprocess
 from ...model import arguments as args
 from ...model.nodepool import MIG_CONFIG_LABEL, node_from_manifest
@@ -33,7 +34,6 @@ from ..base import Session, Source
 from ..tables import NodeRow, PodRow
 from ..waiting import wait_settled
 from . import draobjects, jobtable, kueueobjects, schedulerlog
-from .client import ApiError
 from .cluster import SCHEDULER, LocalCluster
 from .kueue import enabled as kueue_enabled
 

@@ -1,28 +1,39 @@
-"""Write and read the small kubeconfigs a local lab uses.
+"""Kubeconfigs: read with the official ``kubernetes`` package, written for local labs.
 
-Written kubeconfigs name the certificate files by absolute path (they live in the lab's
-``pki/``), so ``kubectl --kubeconfig <lab>/kubeconfig`` works and nothing secret is
-copied around. :func:`load` also understands ``*-data`` fields (base64 PEM), as in
-kubeconfigs written by kind or cloud CLIs, and materialises them as 0600 temp files.
+:func:`load` lets ``kubernetes.config``'s ``KubeConfigLoader`` resolve a context (server,
+CA, client certificate and key relative to the kubeconfig, ``*-data`` fields as 0600 temp
+files, ``token``/``tokenFile``, ``tls-server-name``, ``proxy-url``) into
+:class:`Credentials`; :func:`in_cluster` does the same for a pod's ServiceAccount
+(``kubernetes.config.load_incluster_config``, whose token is re-read as it rotates).
 
 Users authenticate the ways client-go supports without a browser: a client certificate, a
-``token`` or ``tokenFile``, or an ``exec`` credential plugin (EKS, GKE, AKS; see
-:mod:`gpu_lab.backends.local.execcredential`). ``auth-provider`` (the in-tree gcp, azure and
-oidc providers) and basic authentication are refused with one line naming the exec plugin
-to use instead.
+``token`` or ``tokenFile``, or an ``exec`` credential plugin (EKS, GKE, AKS; OIDC through
+kubelogin). gpu-lab runs exec plugins itself (:mod:`gpu_lab.kube.execcredential`): the
+package's runner has no shared cache, no retry after a 401 and logs a failure instead of
+raising it. ``auth-provider`` (the in-tree gcp, azure and oidc providers) and basic
+authentication are refused with one line naming the exec plugin to use instead.
+
+Written kubeconfigs (:func:`render`, :func:`write`) name the certificate files by absolute
+path (they live in the lab's ``pki/``), so ``kubectl --kubeconfig <lab>/kubeconfig`` works
+and nothing secret is copied around.
 """
 
 from __future__ import annotations
 
 import atexit
-import base64
 import contextlib
+import ipaddress
 import os
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import yaml
+from kubernetes import client as k8s
+from kubernetes.config import ConfigException, load_incluster_config
+from kubernetes.config.kube_config import KubeConfigLoader
 
 from gpu_lab.errors import GpuLabError
 
@@ -47,6 +58,42 @@ class Credentials:
     #: the user's exec credential plugin (shared by every client of these credentials);
     #: the client asks it for a token or certificate before each request
     exec: execcredential.ExecPlugin | None = None
+    tls_server_name: str | None = None
+    #: the kubeconfig's ``proxy-url``; without it, ``HTTPS_PROXY``/``NO_PROXY`` as in kubectl
+    proxy: str | None = None
+    #: the package's hook that re-reads a rotating token (in-cluster ServiceAccount tokens)
+    refresh: Callable[[k8s.Configuration], None] | None = None
+
+    def configuration(self) -> k8s.Configuration:
+        """A fresh ``kubernetes.client.Configuration`` for one ``ApiClient``."""
+        # a loopback API server's traffic never goes to a proxy (HTTPS_PROXY in CI...)
+        proxy = self.proxy if self.proxy or not _is_loopback(self.server) else ""
+        cfg = k8s.Configuration(host=self.server, proxy=proxy,
+                                connection_pool_maxsize=POOL_SIZE)  # fmt: skip
+        cfg.ssl_ca_cert = self.ca_file
+        cfg.cert_file, cfg.key_file = self.cert_file, self.key_file
+        cfg.verify_ssl = not self.insecure
+        cfg.tls_server_name = self.tls_server_name
+        cfg.retries = False  # no silent retries: callers decide what to retry
+        if self.token:
+            cfg.api_key["BearerToken"] = f"Bearer {self.token}"
+        cfg.refresh_api_key_hook = self.refresh
+        return cfg
+
+
+#: connections kept open per API server and client: every thread of the node agent has
+#: its own client, so a few are plenty (as requests' default of 10)
+POOL_SIZE = 10
+
+
+def _is_loopback(server: str) -> bool:
+    host = urlsplit(server).hostname or ""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def render(
@@ -122,10 +169,6 @@ def materialise(data: bytes, suffix: str) -> str:
     return path
 
 
-def _materialise(b64: str, suffix: str) -> str:
-    return materialise(base64.b64decode(b64), suffix)
-
-
 #: auth-provider name -> the exec plugin that replaces it (kubectl dropped the in-tree gcp
 #: and azure providers in Kubernetes 1.26; oidc has no in-tree successor but kubelogin)
 AUTH_PROVIDER_PLUGINS = {
@@ -160,8 +203,34 @@ def _path(value: str | None, base: Path) -> str | None:
     return str(p if p.is_absolute() else base / p)
 
 
+#: user fields gpu-lab handles itself (exec) or refuses (auth-provider, basic auth): the
+#: package's loader never sees them, so it neither runs a plugin at load time nor logs
+_OWN_USER_FIELDS = ("exec", "auth-provider", "username", "password")
+_FILE_FIELDS = ("certificate-authority", "client-certificate", "client-key", "tokenFile")
+
+
+def _for_loader(doc: dict, ctx_name: str, cluster: dict, user: dict) -> dict:
+    """The one context ``ctx_name`` for ``KubeConfigLoader`` (``~`` expanded in paths)."""
+    ctx = next(c for c in doc["contexts"] if isinstance(c, dict) and c.get("name") == ctx_name)
+
+    def expand(obj: dict) -> dict:
+        return {k: str(Path(v).expanduser()) if k in _FILE_FIELDS and isinstance(v, str) else v
+                for k, v in obj.items()}
+
+    users = []
+    if ctx["context"].get("user"):
+        kept = {k: v for k, v in user.items() if k not in _OWN_USER_FIELDS}
+        users = [{"name": ctx["context"]["user"], "user": expand(kept)}]
+    return {
+        "contexts": [ctx],
+        "clusters": [{"name": ctx["context"].get("cluster"), "cluster": expand(cluster)}],
+        "users": users,
+        "current-context": ctx_name,
+    }
+
+
 def load(path: Path | str, context: str | None = None) -> Credentials:
-    """The server and TLS material of ``context`` (default: current-context) in a kubeconfig."""
+    """The server and credentials of ``context`` (default: current-context) in a kubeconfig."""
     source = Path(path).expanduser()
     try:
         doc = yaml.safe_load(source.read_text()) or {}
@@ -178,11 +247,6 @@ def load(path: Path | str, context: str | None = None) -> Credentials:
     base = source.parent
     if not cluster.get("server"):
         raise KubeconfigError(f"{source}: cluster {ctx.get('cluster')!r} has no server")
-
-    def pick(obj: dict, field: str, suffix: str) -> str | None:
-        if obj.get(f"{field}-data"):
-            return _materialise(obj[f"{field}-data"], suffix)
-        return _path(obj.get(field), base)
 
     user_name = ctx.get("user", "")
     token = user.get("token")
@@ -221,13 +285,42 @@ def load(path: Path | str, context: str | None = None) -> Credentials:
             "and password), which kube-apiserver no longer accepts (removed in Kubernetes "
             "1.19); use a client certificate, a token or an exec credential plugin"
         )
+    loaded = k8s.Configuration()
+    try:
+        KubeConfigLoader(
+            _for_loader(doc, ctx_name, cluster, user), ctx_name, config_base_path=str(base)
+        ).load_and_set(loaded)
+    except (ConfigException, OSError) as exc:
+        raise KubeconfigError(f"{source}: {exc}") from None
+    bearer = loaded.api_key.get("BearerToken") or ""
     return Credentials(
-        server=cluster["server"].rstrip("/"),
-        ca_file=pick(cluster, "certificate-authority", ".crt"),
-        cert_file=pick(user, "client-certificate", ".crt"),
-        key_file=pick(user, "client-key", ".key"),
-        token=token,
-        insecure=bool(cluster.get("insecure-skip-tls-verify")),
+        server=loaded.host,
+        ca_file=loaded.ssl_ca_cert,
+        cert_file=loaded.cert_file,
+        key_file=loaded.key_file,
+        token=bearer.split(" ", 1)[-1].strip() or None,
+        insecure=not loaded.verify_ssl,
         context=ctx_name,
         exec=plugin,
+        tls_server_name=loaded.tls_server_name,
+        proxy=cluster.get("proxy-url"),
+    )
+
+
+def in_cluster() -> Credentials:
+    """A pod's own ServiceAccount (``KUBERNETES_SERVICE_HOST``, the mounted token and CA),
+    through ``kubernetes.config.load_incluster_config``; the token is re-read as the
+    kubelet rotates it."""
+    loaded = k8s.Configuration()
+    try:
+        load_incluster_config(client_configuration=loaded)
+    except ConfigException as exc:
+        raise KubeconfigError(f"not running in a pod with a ServiceAccount: {exc}") from None
+    bearer = loaded.api_key.get("BearerToken") or ""
+    return Credentials(
+        server=loaded.host,
+        ca_file=loaded.ssl_ca_cert,
+        token=bearer.split(" ", 1)[-1].strip() or None,
+        context="in-cluster",
+        refresh=loaded.refresh_api_key_hook,
     )

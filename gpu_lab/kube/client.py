@@ -1,0 +1,362 @@
+"""A Kubernetes client that speaks plain dicts, on the official ``kubernetes`` package.
+
+Requests go through the package's ``ApiClient`` (its ``Configuration`` from
+:mod:`gpu_lab.kube.kubeconfig`, its urllib3 connection pool kept open for the client's
+life), and objects stay exactly the API server's JSON: dicts read better than typed models
+in lessons, tables and the node agent, and a CRD needs no generated class. It does what
+gpu-lab needs: get, list, create, update (also of a subresource such as ``status``), patch
+(merge, strategic-merge, JSON or server-side apply), delete, watch (see
+:mod:`gpu_lab.kube.watch`) and ``server_version()``. Errors are one line in the API
+server's own words (:mod:`gpu_lab.kube.errors`).
+
+    from gpu_lab.kube import KubeClient
+    kube = KubeClient.from_kubeconfig("~/.kube/config")
+    kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a"}})
+    for ev in kube.watch("Pod", namespace="team-a", timeout_seconds=30):
+        print(ev.type, ev.object["metadata"]["name"])
+
+The same calls with the package's typed API, as at work:
+``kubernetes.client.CoreV1Api(kube.api).list_namespaced_pod("team-a")``.
+
+Kinds are named by ``kind`` (``"Pod"``), plural (``"pods"``) or lower-case singular; the
+common built-in kinds resolve without a request, anything else through API discovery
+(pass ``api_version`` for kinds outside the core group that share a name).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import urllib3
+from kubernetes import client as k8s
+from kubernetes.client import rest
+
+from gpu_lab.errors import GpuLabError
+
+from . import kubeconfig as kc
+from .errors import ApiError, NotFound, Unreachable, api_error
+from .resources import Resource, builtin, discovered
+from .watch import CancellableWatch, WatchEvent
+
+PATCH_TYPES = {
+    "merge": "application/merge-patch+json",
+    "strategic": "application/strategic-merge-patch+json",
+    "json": "application/json-patch+json",
+    "apply": "application/apply-patch+yaml",
+}
+DEFAULT_TIMEOUT_S = 30.0
+#: kube-apiserver's --max-request-body-bytes default (3 MiB): a larger body is refused with
+#: 413 before it is read; checked here so that it is one line at once, not a broken TLS stream
+MAX_REQUEST_BYTES = 3 * 1024 * 1024
+FIELD_MANAGER = "gpu-lab"
+USER_AGENT = "gpu-lab"
+
+
+class KubeClient:
+    """A thread-compatible client for one API server (one ``ApiClient``, one pool)."""
+
+    def __init__(self, creds: kc.Credentials, timeout: float = DEFAULT_TIMEOUT_S):
+        self.creds = creds
+        self.server = creds.server
+        self.timeout = timeout
+        self.configuration = creds.configuration()
+        #: the package's client: ``kubernetes.client.CoreV1Api(kube.api)`` and friends work
+        self.api = k8s.ApiClient(self.configuration)
+        self.api.user_agent = USER_AGENT
+        self._cert = (creds.cert_file, creds.key_file)
+        self._discovered: dict[str, list[dict]] = {}
+
+    @classmethod
+    def from_kubeconfig(
+        cls, path: Path | str, context: str | None = None, timeout: float = DEFAULT_TIMEOUT_S
+    ) -> KubeClient:
+        return cls(kc.load(path, context), timeout=timeout)
+
+    @classmethod
+    def in_cluster(cls, timeout: float = DEFAULT_TIMEOUT_S) -> KubeClient:
+        """The pod's own ServiceAccount, when gpu-lab runs inside a cluster."""
+        return cls(kc.in_cluster(), timeout=timeout)
+
+    def close(self) -> None:
+        self.api.close()
+
+    def __enter__(self) -> KubeClient:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"KubeClient({self.server!r})"
+
+    # ------------------------------------------------------------------ transport
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, Any] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+        stream: bool = False,
+        timeout: float | tuple[float, float | None] | None = None,
+    ) -> urllib3.BaseHTTPResponse:
+        """One HTTP request; raises :class:`ApiError` on an HTTP error status. The answer is
+        urllib3's response (``.json()``, ``.data``); read whole unless ``stream``. With an
+        exec credential plugin, its (cached) token or certificate goes with the request."""
+        headers = {"Accept": "application/json"}
+        if body is not None:
+            headers["Content-Type"] = content_type
+            if isinstance(body, (str, bytes)) and "json" in content_type:
+                body = json.loads(body)  # the package serialises JSON bodies itself
+            size = len(body if isinstance(body, (str, bytes)) else json.dumps(body))
+            if size > MAX_REQUEST_BYTES:
+                raise ApiError(413, "RequestEntityTooLarge",
+                               f"Request entity too large: limit is {MAX_REQUEST_BYTES}")
+        query = [(k, v) for k, v in (params or {}).items() if v is not None]
+        if timeout is None:
+            timeout = (self.timeout, self.timeout)
+        elif not isinstance(timeout, tuple):
+            timeout = (timeout, timeout)
+        plugin = self.creds.exec
+        cred = plugin.credential() if plugin else None
+        resp = self._send(method, path, query, body, headers, timeout, cred)
+        if resp.status == 401 and plugin is not None and cred is not None:
+            # client-go's rule: a 401 means the plugin's credential was revoked or rotated
+            # early; run the plugin again (once) and repeat the request with the new one
+            self._drain(resp)
+            cred = plugin.refresh(cred)
+            resp = self._send(method, path, query, body, headers, timeout, cred)
+        if resp.status >= 400:
+            raise api_error(resp.status, resp.reason or "", self._drain(resp))
+        if not stream:
+            self._drain(resp)
+        return resp
+
+    def _send(self, method, path, query, body, headers, timeout, cred):
+        headers = dict(headers)
+        if cred is not None and cred.cert_file and (cred.cert_file, cred.key_file) != self._cert:
+            self._use_cert(cred.cert_file, cred.key_file)
+        method, url, headers, _, _ = self.api.param_serialize(
+            method, path, query_params=query, header_params=headers, auth_settings=["BearerToken"]
+        )
+        if cred is not None and cred.token:
+            headers["authorization"] = f"Bearer {cred.token}"
+        with self._errors():
+            return self.api.call_api(method, url, headers, body, _request_timeout=timeout).response
+
+    def _use_cert(self, cert_file: str, key_file: str) -> None:
+        # the connection pool holds the client certificate: a plugin's new one needs a new pool
+        self.configuration.cert_file, self.configuration.key_file = cert_file, key_file
+        old, self.api.rest_client = self.api.rest_client, rest.RESTClientObject(self.configuration)
+        old.close()
+        self._cert = (cert_file, key_file)
+
+    def _drain(self, resp: urllib3.BaseHTTPResponse) -> bytes:
+        """The whole body; the connection goes back to the pool."""
+        with self._errors():
+            data = resp.data or b""
+        resp.release_conn()
+        return data
+
+    @contextlib.contextmanager
+    def _errors(self) -> Iterator[None]:
+        """Transport failures as one :class:`Unreachable` line."""
+        try:
+            yield
+        except k8s.ApiException as exc:  # the package reports a TLS failure as status 0
+            first = str(exc.reason or exc).splitlines()[-1]
+            raise Unreachable(f"TLS error talking to {self.server}: {first}") from exc
+        except urllib3.exceptions.ReadTimeoutError as exc:
+            raise Unreachable(f"the API server at {self.server} did not answer in time") from exc
+        except urllib3.exceptions.HTTPError as exc:
+            raise Unreachable(f"cannot connect to the API server at {self.server}") from exc
+
+    def _json(self, method: str, path: str, **kw) -> dict:
+        data = self.request(method, path, **kw).data
+        return json.loads(data) if data else {}
+
+    # ------------------------------------------------------------------ resources
+
+    def resource(self, kind: str, api_version: str | None = None) -> Resource:
+        """Resolve ``kind`` (Kind, plural or lower-case singular) to its REST resource."""
+        r = builtin(kind, api_version)
+        if r is None and api_version:
+            r = discovered(kind, api_version, self._discover(api_version))
+        if r is None:
+            raise ApiError(404, "NotFound", f'the server doesn\'t have a resource type "{kind}"')
+        return r
+
+    def _discover(self, api_version: str) -> list[dict]:
+        if api_version not in self._discovered:
+            path = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
+            try:
+                doc = self._json("GET", path)
+            except NotFound:
+                doc = {}
+            self._discovered[api_version] = [
+                r for r in doc.get("resources", []) if "/" not in r.get("name", "")
+            ]
+        return self._discovered[api_version]
+
+    def _of(self, obj: Mapping[str, Any]) -> Resource:
+        try:
+            return self.resource(obj["kind"], obj["apiVersion"])
+        except KeyError as exc:
+            raise GpuLabError(f"object has no {exc.args[0]}: {str(obj)[:80]}") from exc
+
+    @staticmethod
+    def _dry(dry_run: bool, params: dict | None = None) -> dict:
+        out = dict(params or {})
+        if dry_run:
+            out["dryRun"] = "All"
+        return out
+
+    @staticmethod
+    def _ns(r: Resource, namespace: str | None) -> str | None:
+        if not r.namespaced:
+            return None
+        return namespace or "default"
+
+    # ------------------------------------------------------------------ verbs
+
+    def server_version(self) -> dict:
+        """``/version``: ``{"major": "1", "minor": "37", "gitVersion": "v1.37.2", ...}``."""
+        return self._json("GET", "/version")
+
+    def get(
+        self,
+        kind: str,
+        name: str,
+        namespace: str | None = None,
+        api_version: str | None = None,
+        subresource: str | None = None,
+    ) -> dict:
+        r = self.resource(kind, api_version)
+        return self._json("GET", r.path(self._ns(r, namespace), name, subresource))
+
+    def list(
+        self,
+        kind: str,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        api_version: str | None = None,
+        limit: int | None = None,
+        resource_version: str | None = None,
+    ) -> dict:
+        """A ``<Kind>List`` dict (``items``, ``metadata.resourceVersion``); all namespaces
+        when ``namespace`` is None."""
+        r = self.resource(kind, api_version)
+        params = {
+            "labelSelector": label_selector,
+            "fieldSelector": field_selector,
+            "limit": limit,
+            "resourceVersion": resource_version,
+        }
+        return self._json("GET", r.path(namespace), params=params)
+
+    def create(self, obj: Mapping[str, Any], namespace: str | None = None, dry_run: bool = False):
+        r = self._of(obj)
+        ns = self._ns(r, namespace or (obj.get("metadata") or {}).get("namespace"))
+        return self._json(
+            "POST", r.path(ns), body=obj, params=self._dry(dry_run, {"fieldManager": FIELD_MANAGER})
+        )
+
+    def update(
+        self, obj: Mapping[str, Any], subresource: str | None = None, dry_run: bool = False
+    ) -> dict:
+        """PUT the whole object (``metadata.resourceVersion`` guards against lost updates)."""
+        r = self._of(obj)
+        meta = obj.get("metadata") or {}
+        path = r.path(self._ns(r, meta.get("namespace")), meta["name"], subresource)
+        return self._json("PUT", path, body=obj, params=self._dry(dry_run))
+
+    def patch(
+        self,
+        kind: str,
+        name: str,
+        patch: Any,
+        namespace: str | None = None,
+        patch_type: str = "merge",
+        subresource: str | None = None,
+        api_version: str | None = None,
+        dry_run: bool = False,
+        force: bool = False,
+    ) -> dict:
+        """``patch_type``: ``merge`` (RFC 7386), ``strategic``, ``json`` (RFC 6902, a list)
+        or ``apply`` (server-side apply as field manager ``gpu-lab``)."""
+        if patch_type not in PATCH_TYPES:
+            raise GpuLabError(f"unknown patch type {patch_type!r}: use {', '.join(PATCH_TYPES)}")
+        r = self.resource(kind, api_version)
+        params = self._dry(dry_run)
+        if patch_type == "apply":
+            params["fieldManager"] = FIELD_MANAGER
+            if force:
+                params["force"] = "true"
+        return self._json(
+            "PATCH",
+            r.path(self._ns(r, namespace), name, subresource),
+            body=patch,
+            content_type=PATCH_TYPES[patch_type],
+            params=params,
+        )
+
+    def delete(
+        self,
+        kind: str,
+        name: str,
+        namespace: str | None = None,
+        api_version: str | None = None,
+        grace_period_seconds: int | None = None,
+        propagation_policy: str | None = None,
+        missing_ok: bool = False,
+        dry_run: bool = False,
+    ) -> dict | None:
+        """Delete one object; returns what the server answers (the object or a Status),
+        ``None`` when it was already gone and ``missing_ok``."""
+        r = self.resource(kind, api_version)
+        body: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions"}
+        if grace_period_seconds is not None:
+            body["gracePeriodSeconds"] = grace_period_seconds
+        if propagation_policy:
+            body["propagationPolicy"] = propagation_policy
+        try:
+            return self._json(
+                "DELETE", r.path(self._ns(r, namespace), name), body=body, params=self._dry(dry_run)
+            )
+        except NotFound:
+            if missing_ok:
+                return None
+            raise
+
+    def watch(
+        self,
+        kind: str,
+        namespace: str | None = None,
+        resource_version: str | None = None,
+        timeout_seconds: int | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        api_version: str | None = None,
+        allow_bookmarks: bool = False,
+    ) -> Iterator[WatchEvent]:
+        """Stream change events until the server ends the watch (``timeout_seconds``) or the
+        caller stops iterating. An ``ERROR`` event (e.g. 410 Gone: the resourceVersion is
+        too old) raises :class:`ApiError`; start again from a fresh ``list``. To stop it from
+        another thread, use :class:`~gpu_lab.kube.watch.CancellableWatch` directly."""
+        yield from CancellableWatch(self).stream(
+            kind,
+            namespace=namespace,
+            resource_version=resource_version,
+            timeout_seconds=timeout_seconds,
+            label_selector=label_selector,
+            field_selector=field_selector,
+            api_version=api_version,
+            allow_bookmarks=allow_bookmarks,
+        )
