@@ -1,8 +1,9 @@
 """The scheduling queue: which pending pods a pass tries, in which order, and which wait.
 
 kube-scheduler's activeQ pops pods by priority, then creation order; a pod found
-unschedulable waits in unschedulablePods until an event may help it: a pod bound (for
-InterPodAffinity and PodTopologySpread failures) or room made by preemption (for all).
+unschedulable waits in unschedulablePods until an event may help it: a pod bound that the
+rejecting plugins' queueing hints say may help (``queueinghints.py``: InterPodAffinity and
+PodTopologySpread failures) or room made by preemption (for all).
 PreEnqueue keeps pods out altogether: DynamicResources while a pod's ResourceClaims do not
 exist, GangScheduling while its PodGroup lacks members. Members of a PodGroup are queued
 for their group's cycle; one assumed on a node waits at Permit until its gang is complete,
@@ -12,18 +13,18 @@ and is rejected when the plugin's timeout runs out (``PermitTimer``).
 from __future__ import annotations
 
 import heapq
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..model.duration import go_duration_string
+from ..model.objects import Pod
 from ..model.podgroup import pod_group_name
+from . import queueinghints as hints
 from .cluster import Cluster, PodRecord
 from .dra import backend as dra
 from .podgroups import PodGroupState
+from .profile import Profile
 from .scheduler import Attempt
-
-# Events that can make a pod that failed on these plugins fit: another pod
-# landing (affinity, spread) as opposed to one leaving (everything).
-_POD_ADDED_HELPS = {"InterPodAffinity", "PodTopologySpread"}
 
 
 class ActiveQueue:
@@ -51,7 +52,7 @@ class ActiveQueue:
 
     def unschedulable(self, rec: PodRecord, *, pod_added_may_help: bool = False) -> None:
         self._unschedulable.append(rec)
-        if pod_added_may_help and rec.unschedulable_plugins & _POD_ADDED_HELPS:
+        if pod_added_may_help and rec.unschedulable_plugins & hints.ASSIGNED_POD_ADD:
             self._waiting_on_pods.append(rec)
 
     def move_all_to_active(self) -> None:
@@ -60,13 +61,18 @@ class ActiveQueue:
             self.push(u)
         self._unschedulable, self._waiting_on_pods = [], []
 
-    def assigned_pod_added(self) -> None:
-        """A pod was bound: those only affinity or spreading held back get another try."""
-        if self._waiting_on_pods:
-            for u in self._waiting_on_pods:
-                self._unschedulable.remove(u)
-                self.push(u)
-            self._waiting_on_pods = []
+    def assigned_pod_added(self, added: Pod, profile_for: Callable[[str], Profile | None]) -> None:
+        """``added`` was bound: the pods whose rejecting plugins' queueing hints say it may
+        help get another try (queueinghints.py); the rest keep waiting."""
+        if not self._waiting_on_pods:
+            return
+        helped = [u for u in self._waiting_on_pods
+                  if hints.assigned_pod_added(u.unschedulable_plugins, u.pod, added,
+                                              profile_for(u.pod.scheduler_name))]
+        for u in helped:
+            self._waiting_on_pods.remove(u)
+            self._unschedulable.remove(u)
+            self.push(u)
 
 
 @dataclass

@@ -45,15 +45,16 @@ class SchedulingLoop:
                 if preempted:  # room was made: everyone waiting gets another try, the group too
                     active.move_all_to_active()
                     gangs.tried.discard(group_key)
-                elif bound:
-                    active.assigned_pod_added()
+                else:
+                    for pod in bound:
+                        active.assigned_pod_added(pod, c.scheduler.config.profile_for)
                 continue
             attempt = c.scheduler.schedule_one(rec.pod)
             rec.attempts += 1
             rec.attempt = attempt if c.record else None
             if attempt.node is not None:
                 self.binder.bind(rec, attempt.node)
-                active.assigned_pod_added()  # only affinity/spread failures can be helped by a new pod
+                active.assigned_pod_added(rec.pod, c.scheduler.config.profile_for)
                 continue
             if self._handle_failure(rec, attempt):
                 # Deleting pods frees room: everyone waiting gets another try.
@@ -86,9 +87,9 @@ class SchedulingLoop:
         return True
 
     # ----------------------------------------------- pod groups (native gang scheduling)
-    def _schedule_pod_group(self, gangs: GangQueue, key: str) -> tuple[bool, list[PodRecord], bool]:
+    def _schedule_pod_group(self, gangs: GangQueue, key: str) -> tuple[list, list[PodRecord], bool]:
         """One pod group scheduling cycle; its members that fit go through Permit to bind.
-        Returns (anything bound, members left unschedulable, victims evicted)."""
+        Returns (the members placed when any bound, members left unschedulable, victims evicted)."""
         c = self.cluster
         groups = c.scheduler.pod_groups
         group = groups.groups[key]
@@ -104,9 +105,10 @@ class SchedulingLoop:
                 rec.attempt = Attempt(pod=rec.pod, profile=rec.pod.scheduler_name,
                                       message=result.messages[rec.pod.key], node_names=c.snapshot.names)
         c.pod_group_conditions[key] = result.condition
-        bound = False
+        any_bound = False
         for a in result.scheduled:
-            bound = self.permit(by_key[a.pod.key], a.node, key) or bound
+            any_bound = self.permit(by_key[a.pod.key], a.node, key) or any_bound
+        bound = [a.pod for a in result.scheduled] if any_bound else []
         failed = []
         for pod_key, message in result.messages.items():
             rec = by_key[pod_key]
