@@ -174,9 +174,9 @@ class Plugin:
         it may still hold once ``remaining`` more pods are tried, a rejection when it cannot."""
         return None
 
-    def pod_group_post_filter(self, group: Any, run_group: Any) -> PostFilterResult:
-        """When a pod group fits nowhere: a pod group's preemption (``run_group`` reruns the
-        group's algorithm on the snapshot as it is then)."""
+    def pod_group_post_filter(self, group: Any, run_group: Any, members: list) -> PostFilterResult:
+        """When a pod group fits nowhere (``members``: its unscheduled pods): a pod group's
+        preemption (``run_group`` reruns the group's algorithm on the snapshot as it is then)."""
         raise NotImplementedError
 
     def permit(self, ctx: CycleContext, node: str) -> tuple[Status | None, float]:

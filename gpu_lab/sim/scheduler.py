@@ -475,14 +475,17 @@ class Scheduler:
                     result.messages[a.pod.key] = a.message
             return result
         profile = self.config.profile_for(pods[0].scheduler_name)
-        reasons = list(status.reasons)
+        # RunPodGroupPostFilterPlugins: the first success or UnschedulableAndUnresolvable
+        # answer ends the run and is the whole answer; Unschedulable reasons add up
+        post_reasons: list[str] = []
         for pl in profile.at("podGroupPostFilter") if profile is not None else ():
-            post = pl.pod_group_post_filter(group, lambda: self._rerun(group, pods, scheduled))
+            post = pl.pod_group_post_filter(group, lambda: self._rerun(group, pods, scheduled), pods)
             result.post_filter = post
-            reasons += post.status.reasons
-            if post.status.code == SUCCESS:
+            if post.status.code in (SUCCESS, UNRESOLVABLE):
+                post_reasons = list(post.status.reasons)
                 break
-        group_message = ", ".join(reasons)
+            post_reasons += post.status.reasons
+        group_message = ", ".join(list(status.reasons) + post_reasons)
         for a in attempts:
             result.messages[a.pod.key] = (f"{POD_GROUP_UNSCHEDULABLE}, {group_message}" if a.node is not None
                                           else a.message)

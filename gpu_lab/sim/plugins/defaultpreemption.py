@@ -356,11 +356,11 @@ class DefaultPreemption(Plugin):
         text = FOUND.format(snap.nodes[node].name, len(victims))
         return self._result(node, victims, Status(SUCCESS, ("preemption: " + text,), self.name), "Override")
 
-    def pod_group_post_filter(self, group: Any, run_group: Any) -> PostFilterResult:
+    def pod_group_post_filter(self, group: Any, run_group: Any, members: list) -> PostFilterResult:
         """PodGroupPostFilter: preemption for a whole pod group (see podgrouppreemption)."""
         from .podgrouppreemption import preempt_for_group
 
-        return preempt_for_group(self, group, run_group)
+        return preempt_for_group(self, group, run_group, members)
 
     @staticmethod
     def _result(node: int | None, victims: list[Pod], status: Status, mode: str) -> PostFilterResult:

@@ -25,15 +25,35 @@ preemption skips.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from ..dra.scheduling import AllocatorError, PodDra, wants_dra
 from ..dra.state import dra_state
-from ..framework import ERROR, UNRESOLVABLE, CycleContext, Plugin, Status, default_normalize
+from ..framework import (
+    ERROR,
+    UNRESOLVABLE,
+    UNSCHEDULABLE,
+    CycleContext,
+    Plugin,
+    PostFilterResult,
+    Status,
+    default_normalize,
+)
+
+#: DynamicResources' PodGroupPostFilter reason (dynamicresources.go, v1.37.2)
+CLAIMS_RELEASED = "deallocation and deletion of ResourceClaims completed"
 
 
 class DynamicResources(Plugin):
     name = "DynamicResources"
+
+    def pod_group_post_filter(self, group: Any, run_group: Any, members: list) -> PostFilterResult:
+        """``PodGroupPostFilter``: v1.37 deallocates the members' claims that could help and
+        always answers Unschedulable with this reason, which the next plugin's Unschedulable
+        reasons are appended to (claims held by a failed group are not modelled)."""
+        return PostFilterResult(status=Status(UNSCHEDULABLE, (CLAIMS_RELEASED,), self.name))
 
     def skips_pre_filter(self, pod) -> bool:
         return not wants_dra(pod)

@@ -12,8 +12,10 @@ members are nominated to their proposed nodes.
 
 Simplifications, said here so nobody relies on them: a victim is one pod (Kubernetes
 treats a victim that belongs to a gang as its whole group), there are no
-PodDisruptionBudgets, and a group's ``preemptionPolicy`` (gate PodGroupPreemptionPolicy,
-alpha, off) is not read.
+PodDisruptionBudgets, and a group's own ``preemptionPolicy`` (gate PodGroupPreemptionPolicy,
+alpha, off) is not read: as with the gate off, the group is not eligible to preempt when any
+of its unscheduled members has ``preemptionPolicy: Never`` (``resolvePreemptionPolicy``),
+which is checked before anything else.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from typing import Any
 from ..framework import (
     SUCCESS,
     UNRESOLVABLE,
+    UNSCHEDULABLE,
     CycleContext,
     PostFilterResult,
     Status,
@@ -32,12 +35,16 @@ from ..framework import (
 PREFIX = "pod group preemption: "
 NO_VICTIMS = "No preemption victims found for incoming preemptor"
 FOUND = "found a placement for podgroup, preempting {} victims"
+NOT_ELIGIBLE = "not eligible due to preemptionPolicy=Never."
 
 
-def preempt_for_group(plugin: Any, group: Any, run_group: Any) -> PostFilterResult:
-    """``PodGroupEvaluator.Preempt``, worded as ``DefaultPreemption.PodGroupPostFilter``."""
+def preempt_for_group(plugin: Any, group: Any, run_group: Any, members: list) -> PostFilterResult:
+    """``PodGroupEvaluator.Preempt``, worded as ``DefaultPreemption.PodGroupPostFilter``;
+    ``members`` are the group's unscheduled pods (the preemptor's)."""
     from .defaultpreemption import more_important_key
 
+    if any(p.preemption_policy == "Never" for p in members):
+        return PostFilterResult(status=Status(UNSCHEDULABLE, (PREFIX + NOT_ELIGIBLE,), plugin.name))
     snap = plugin.handle.snapshot
     victims = [p for pods in snap.pods_on for p in pods if p.priority < group.priority]
     if not victims:
