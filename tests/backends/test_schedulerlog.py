@@ -142,3 +142,17 @@ def test_history_since_a_mark_survives_a_rotation(tmp_path):
     assert [a.pod for a in schedulerlog.history_since(log, mark)] == [POD, "default/other"]
     assert schedulerlog.history_since(log, mark)[0].totals == {"h100-0": 517, "h100-1": 467}
     assert [a.pod for a in schedulerlog.history_since(log, schedulerlog.log_mark(log))] == []
+
+
+def test_backoff_ends_after_the_last_attempt_doubling_per_attempt():
+    a = [schedulerlog.Attempt("ns/p", at=100.0), schedulerlog.Attempt("ns/q", at=101.0),
+         schedulerlog.Attempt("ns/p", at=102.0), schedulerlog.Attempt("ns/p", at=103.0)]
+    # third attempt: 1 s doubled twice, in the 1 s window after the one it ends in
+    assert schedulerlog.backoff_ends(a, {"ns/p"}) == 103.0 + 4.0 + 1.0
+    assert schedulerlog.backoff_ends([schedulerlog.Attempt("ns/q", at=101.4)], {"ns/q"}) == 103.0
+    assert schedulerlog.backoff_ends(a * 10, {"ns/p"}) == 114.0  # at most 10 s
+    assert schedulerlog.backoff_ends(a, {"ns/r"}) == 0.0
+    line = f'I1201 12:10:40.500000 1 schedule_one.go:101] "About to try and schedule pod" pod="{POD}"'
+    at = schedulerlog.history([line])[0].at
+    import datetime as dt
+    assert dt.datetime.fromtimestamp(at).strftime("%m%d %H:%M:%S.%f") == "1201 12:10:40.500000"

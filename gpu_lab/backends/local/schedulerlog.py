@@ -16,6 +16,8 @@ scores after a finished one starts a new attempt.
 
 from __future__ import annotations
 
+import datetime as dt
+import math
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -26,7 +28,7 @@ from ...sim.explain import Explanation
 from ..account import ONLY_THE_SIM_HAS_TABLES
 
 #: ``I1201 12:10:40.077865   31713 schedule_one.go:984] "message" key="value" key=value``
-_LINE = re.compile(r'^[IWEF]\d{4} [\d:.]+\s+\d+ (?:schedule_one|batch)\.go:\d+\] "((?:[^"\\]|\\.)*)"(.*)$')
+_LINE = re.compile(r'^[IWEF](\d{4} [\d:.]+)\s+\d+ (?:schedule_one|batch)\.go:\d+\] "((?:[^"\\]|\\.)*)"(.*)$')
 _PAIR = re.compile(r'(\w+)=("(?:[^"\\]|\\.)*"|\S+)')
 
 ATTEMPT = "About to try and schedule pod"
@@ -49,6 +51,7 @@ class Attempt:
     feasible: int | None = None  # nodes that passed the filter
     error: str | None = None  # "no fit" message
     hint: str | None = None  # the node opportunistic batching offered from the previous pod
+    at: float | None = None  # when it began (seconds since the epoch, from klog's local time)
 
 
 def _unquote(value: str) -> str:
@@ -59,11 +62,26 @@ def _unquote(value: str) -> str:
 
 
 def parse_line(line: str) -> tuple[str, dict[str, str]] | None:
-    """``(message, {key: value})`` of a schedule_one.go line, else None."""
+    """``(message, {key: value})`` of a schedule_one.go or batch.go line, else None."""
+    parsed = _parse(line)
+    return None if parsed is None else parsed[1:]
+
+
+def _parse(line: str) -> tuple[str, str, dict[str, str]] | None:
     m = _LINE.match(line)
     if not m:
         return None
-    return _unquote('"' + m.group(1) + '"'), {k: _unquote(v) for k, v in _PAIR.findall(m.group(2))}
+    return (m.group(1), _unquote('"' + m.group(2) + '"'),
+            {k: _unquote(v) for k, v in _PAIR.findall(m.group(3))})
+
+
+def _klog_time(stamp: str) -> float | None:
+    """``MMDD hh:mm:ss.uuuuuu`` in the scheduler's local time (this year) as epoch seconds."""
+    try:
+        t = dt.datetime.strptime(f"{dt.datetime.now().year}{stamp}", "%Y%m%d %H:%M:%S.%f")
+    except ValueError:
+        return None
+    return t.timestamp()
 
 
 def attempts(lines) -> dict[str, Attempt]:
@@ -78,21 +96,21 @@ def history(lines) -> list[Attempt]:
     for line in lines:
         if "schedule_one.go" not in line and "batch.go" not in line:
             continue
-        parsed = parse_line(line.rstrip("\n"))
+        parsed = _parse(line.rstrip("\n"))
         if parsed is None:
             continue
-        msg, kv = parsed
+        stamp, msg, kv = parsed
         pod = kv.get("pod")
         if pod is None:
             continue
         if msg == ATTEMPT:
-            latest[pod] = Attempt(pod)
+            latest[pod] = Attempt(pod, at=_klog_time(stamp))
             out.append(latest[pod])
             continue
         a = latest.get(pod)
         if msg == PLUGIN_SCORE and (a is None or a.totals):
             # a pod group's cycle scores its members without "About to try" lines
-            a = latest[pod] = Attempt(pod)
+            a = latest[pod] = Attempt(pod, at=_klog_time(stamp))
             out.append(a)
         if a is None:  # the log rotated away the start of this attempt
             continue
@@ -242,3 +260,24 @@ def profile_weights(config: dict, scheduler_name: str) -> dict[str, int]:
         if (profile.get("schedulerName") or "default-scheduler") == scheduler_name:
             return score_weights(profile)
     return {}
+
+
+#: kube-scheduler's default podInitialBackoffSeconds and podMaxBackoffSeconds, and its
+#: backoffQ ordering window (backoffQOrderingWindowDuration)
+INITIAL_BACKOFF_S, MAX_BACKOFF_S, ORDERING_WINDOW_S = 1.0, 10.0, 1.0
+
+
+def backoff_ends(history: list[Attempt], pods: set[str]) -> float:
+    """When the last of ``pods`` (namespace/name) leaves its scheduling backoff; 0 when none of
+    them was tried. As v1.37's backoffQ computes it (backend/queue/backoff_queue.go): 1 s
+    doubled per earlier failed attempt, at most 10 s, added to the latest attempt, truncated
+    to the queue's 1-second ordering window; a pod backs off while that window is not
+    before the current one, so it is free one window later."""
+    count: dict[str, int] = {}
+    last: dict[str, float] = {}
+    for a in history:
+        if a.pod in pods and a.at is not None:
+            count[a.pod] = count.get(a.pod, 0) + 1
+            last[a.pod] = a.at
+    return max((math.floor(last[p] + min(INITIAL_BACKOFF_S * 2 ** (count[p] - 1), MAX_BACKOFF_S))
+                + ORDERING_WINDOW_S for p in last), default=0.0)

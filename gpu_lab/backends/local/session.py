@@ -469,10 +469,18 @@ class LocalSession(Session):
     def advance(self, seconds: float | None = None) -> pd.DataFrame:
         """Move the node agents' clock: device-plugin grace periods and pod durations run as if
         ``seconds`` had passed (None: until the last timed pod ends). The control plane keeps
-        real time, so scheduler backoff and node leases are unchanged."""
+        real time; so that the time said to pass has passed for the scheduler's queue too, the
+        pending pods' backoff (1 s doubling to 10 s per pod, in real time) is waited out first,
+        up to ``seconds``: otherwise pods tried a moment ago would still sit in backoffQ when
+        the event comes, and pods tried earlier would jump ahead of them."""
         seconds = args.check_seconds(seconds)
         step = seconds if seconds is not None else max(
             [a.time_to_last_timer() for a in self.agents], default=0.0)
+        pending = {f"{p['metadata'].get('namespace', 'default')}/{p['metadata']['name']}"
+                   for p in self._user_pods() if not p["spec"].get("nodeName")}
+        wait = schedulerlog.backoff_ends(self._scheduling_history(), pending) - time.time()
+        if wait > 0:
+            time.sleep(min(wait, step))
         for agent in self.agents:
             agent.advance(step)
         self._advanced += step
