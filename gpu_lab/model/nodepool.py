@@ -16,6 +16,8 @@ labels, the same capacity, the same device IDs. ``NodePool`` is our own kind:
       ephemeralStorage: 100Gi        # optional, default 100Gi
       pods: 110                      # optional, default 110
       instanceType: p5.48xlarge      # optional: node.kubernetes.io/instance-type
+      zones: [us-east-1a, us-east-1b]  # optional: node i gets topology.kubernetes.io/zone zones[i % len]
+      systemReserved: {cpu: 500m, memory: 2Gi}  # optional: the kubelet's; allocatable = capacity - it
       labels: {}                     # applied last, so they can override
       taints: []                     # [{key, value, effect}]
       devicePlugin: {version: v1, flags: {migStrategy: mixed}}  # NVIDIA plugin config, verbatim
@@ -114,7 +116,11 @@ DEFAULT_PODS = 110
 MAX_NODES = 5000  # Kubernetes supports clusters of up to 5,000 nodes
 DEFAULT_EPHEMERAL_STORAGE = "100Gi"
 SPEC_FIELDS = ("count", "autoscaling", "gpu", "cpu", "memory", "ephemeralStorage", "pods",
-               "instanceType", "pricePerHour", "labels", "taints", "devicePlugin", "mig", "dra")
+               "instanceType", "pricePerHour", "zones", "systemReserved", "labels", "taints",
+               "devicePlugin", "mig", "dra")
+ZONE_LABEL = "topology.kubernetes.io/zone"
+#: what the kubelet's systemReserved may hold that a NodePool node has
+RESERVABLE = ("cpu", "ephemeral-storage", "memory")
 DRA_FIELDS = ("dynamicMIG",)
 AUTOSCALING_FIELDS = ("minCount", "maxCount", "provisioningDelay")
 # VM boot and kubelet registration, then the GPU driver and the device plugin (module docstring).
@@ -314,6 +320,8 @@ class _Pool:
         if self.instance_type is not None:
             self.instance_type = self.check(self.label_value, "spec.instanceType", self.instance_type)
         self.price_per_hour = self.check(self.price, "spec.pricePerHour", spec.get("pricePerHour"))
+        self.zones = self.check(self.read_zones, spec.get("zones"), default=[])
+        self.reserved = self.check(self.read_reserved, spec.get("systemReserved"), default={})
         self.user_labels = self.check(_labels, spec.get("labels"), "spec.labels", self.fail, default={})
         self.taints = self.check(_taints, spec.get("taints"), "spec.taints", self.fail, default=[])
         self.read_device_plugin(spec.get("devicePlugin"))
@@ -409,6 +417,48 @@ class _Pool:
         if len(self.errors) > before:
             raise _Stop
         return PoolAutoscaling(low, high, delay)
+
+    def read_zones(self, raw: Any) -> list[str]:
+        """A pool spread over zones: node i in ``raw[i % len(raw)]``."""
+        if raw is None:
+            return []
+        if not isinstance(raw, list) or not raw:
+            self.fail("spec.zones", f"Invalid value: {raw!r}: must be a non-empty list of zone names")
+        before = len(self.errors)
+        seen: set[str] = set()
+        for i, zone in enumerate(raw):
+            value = self.check(self.label_value, f"spec.zones[{i}]", zone)
+            if value is None:
+                continue
+            if not value:
+                self.record(f"spec.zones[{i}]", "Required value")
+            elif value in seen:
+                self.record(f"spec.zones[{i}]", f'Duplicate value: "{value}"')
+            seen.add(value)
+        if len(self.errors) > before:
+            raise _Stop
+        return list(raw)
+
+    def read_reserved(self, raw: Any) -> dict[str, int]:
+        """The kubelet's ``systemReserved`` for every node of the pool, in internal units."""
+        if raw is None:
+            return {}
+        if not isinstance(raw, dict):
+            self.fail("spec.systemReserved", f"Invalid value: {raw!r}: must be a mapping of resource "
+                      "to quantity")
+        before = len(self.errors)
+        out: dict[str, int] = {}
+        for name in sorted(raw):
+            if name not in RESERVABLE:
+                self.record(f"spec.systemReserved.{name}", f'Unsupported value: "{name}": supported '
+                            f"values: {', '.join(chr(34) + r + chr(34) for r in RESERVABLE)}")
+                continue
+            q = self.check(self.quantity, f"spec.systemReserved.{name}", raw[name])
+            if q is not None:
+                out[name] = milli_value(q) if name == "cpu" else value(q)
+        if len(self.errors) > before:
+            raise _Stop
+        return out
 
     def duration(self, field: str, val: Any) -> float:
         try:
@@ -601,6 +651,8 @@ class _Pool:
         if self.instance_type:
             labels["node.kubernetes.io/instance-type"] = self.instance_type
         labels[POOL_LABEL] = self.name
+        if self.zones:
+            labels[ZONE_LABEL] = self.zones[i % len(self.zones)]
         capacity = dict(self.resources)
         devices: dict[str, list[str]] = {}
         raw: dict[str, Any] = {"nodePool": copy.deepcopy(self.spec)}
@@ -613,12 +665,14 @@ class _Pool:
                 if state.warnings:
                     raw["warnings"] = list(state.warnings)
         labels.update(self.user_labels)
+        # the kubelet's node allocatable: capacity less what is reserved for the system, not below 0
+        allocatable = {r: max(v - self.reserved.get(r, 0), 0) for r, v in capacity.items()}
         return Node(
             name=name,
             labels=labels,
             taints=list(self.taints),
             capacity=capacity,
-            allocatable=dict(capacity),
+            allocatable=allocatable,
             pool=self.name,
             devices=devices,
             raw=raw,

@@ -257,7 +257,7 @@ KNOWN = "A100-40GB, A100-80GB, A10G, H100-80GB, H200-141GB, L4, L40S, T4"
         ({"ephemeralStorage": "lots"},
          f"NodePool \"h100\" is invalid: spec.ephemeralStorage: quantities must match the regular expression '{QUANTITY_PATTERN}'"),
         ({"gpus": 8}, 'NodePool "h100" is invalid: spec.gpus: unknown field (known: count, autoscaling, gpu, cpu, '
-                      "memory, ephemeralStorage, pods, instanceType, pricePerHour, labels, taints, devicePlugin, "
+                      "memory, ephemeralStorage, pods, instanceType, pricePerHour, zones, systemReserved, labels, taints, devicePlugin, "
                       "mig, dra)"),
         ({"taints": [{"key": "gpu", "effect": "NoRun"}]},
          'NodePool "h100" is invalid: spec.taints[0].effect: Unsupported value: "NoRun": '
@@ -596,7 +596,8 @@ def test_metadata_and_unknown_fields_join_the_list():
     msg = error(doc)
     assert msg.startswith('NodePool "H100" is invalid: [metadata.name: Invalid value: "H100": a lowercase '
                           "RFC 1123 label")
-    known = ("count, autoscaling, gpu, cpu, memory, ephemeralStorage, pods, instanceType, pricePerHour, labels, "
+    known = ("count, autoscaling, gpu, cpu, memory, ephemeralStorage, pods, instanceType, pricePerHour, zones, "
+             "systemReserved, labels, "
              "taints, devicePlugin, mig, dra")
     assert msg.endswith(f", spec.gpus: unknown field (known: {known}), spec.replicas: unknown field (known: "
                         f"{known}), spec.count: Invalid value: -1: must be greater than or equal to 0]")
@@ -641,3 +642,34 @@ def test_plain_nodes_still_stop_at_the_first_error():
     with pytest.raises(GpuLabError) as exc:
         node_from_manifest(doc)
     assert str(exc.value) == 'Node "n1": metadata.labels[a]: Invalid value: 1: must be a string (quote it in YAML)'
+
+
+def test_zones_from_a_list_go_round_the_nodes_and_user_labels_still_win():
+    nodes = expand_node_pool(pool(count=3, zones=["us-east-1a", "us-east-1b"]))
+    assert [n.labels["topology.kubernetes.io/zone"] for n in nodes] == ["us-east-1a", "us-east-1b", "us-east-1a"]
+    pinned = expand_node_pool(pool(zones=["a", "b"], labels={"topology.kubernetes.io/zone": "c"}))
+    assert {n.labels["topology.kubernetes.io/zone"] for n in pinned} == {"c"}
+    assert "topology.kubernetes.io/zone" not in expand_node_pool(pool())[0].labels
+
+
+def test_system_reserved_is_taken_from_allocatable_not_capacity():
+    node = expand_node_pool(pool(systemReserved={"cpu": "1500m", "memory": "16Gi"}))[0]
+    assert node.capacity["cpu"] == 96000 and node.allocatable["cpu"] == 94500
+    assert node.allocatable["memory"] == node.capacity["memory"] - 16 * 2**30
+    assert node.allocatable["nvidia.com/gpu"] == node.capacity["nvidia.com/gpu"] == 8
+    assert expand_node_pool(pool(systemReserved={"cpu": "200"}))[0].allocatable["cpu"] == 0  # not below 0
+
+
+@pytest.mark.parametrize("spec, message", [
+    ({"zones": []}, "spec.zones: Invalid value: []: must be a non-empty list of zone names"),
+    ({"zones": "a"}, "spec.zones: Invalid value: 'a': must be a non-empty list of zone names"),
+    ({"zones": ["a", "a"]}, 'spec.zones[1]: Duplicate value: "a"'),
+    ({"zones": ["a", ""]}, "spec.zones[1]: Required value"),
+    ({"systemReserved": {"nvidia.com/gpu": 1}},
+     'spec.systemReserved.nvidia.com/gpu: Unsupported value: "nvidia.com/gpu": supported values: "cpu", '
+     '"ephemeral-storage", "memory"'),
+    ({"systemReserved": {"cpu": "lots"}}, "spec.systemReserved.cpu: "),
+    ({"systemReserved": [1]}, "spec.systemReserved: Invalid value: [1]: must be a mapping of resource to quantity"),
+])
+def test_bad_zones_and_reservations_are_named(spec, message):
+    assert message in error(pool(**spec))
