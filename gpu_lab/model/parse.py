@@ -133,7 +133,7 @@ def parse_pod(raw: dict, *, priority_classes: dict[str, dict] | None = None, cre
         else:
             meta["name"] = meta["generateName"] + name_suffix(
                 f"{meta['namespace']}/{meta['generateName']}/{created}")
-    name = meta.get("name") if isinstance(meta.get("name"), str) else ""
+    name = name_raw if isinstance(name_raw := meta.get("name"), str) else ""
 
     for t in _list(spec.get("tolerations")):
         seconds = t.get("tolerationSeconds") if isinstance(t, dict) else None

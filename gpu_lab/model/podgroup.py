@@ -114,13 +114,13 @@ def _policy(kind: str, raw: Any, path: str, go_path: str) -> tuple[list[str], in
 
 
 def _meta(doc: dict) -> dict:
-    meta = dict(doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {})
+    meta = dict(metadata_raw if isinstance(metadata_raw := doc.get("metadata"), dict) else {})
     meta["namespace"] = meta.get("namespace") or "default"
     return meta
 
 
 def _name(meta: dict) -> str:
-    return meta.get("name") if isinstance(meta.get("name"), str) else ""
+    return name_raw if isinstance(name_raw := meta.get("name"), str) else ""
 
 
 # ------------------------------------------------------------------ PodGroup
@@ -193,7 +193,7 @@ def validate_workload(doc: dict) -> tuple[str, str]:
         errs.append(f"spec.podGroupTemplates: Too many: {len(templates)}: must have at most "
                     f"{MAX_POD_GROUP_TEMPLATES} items")
     else:
-        seen: set[str] = set()
+        seen: set[Any] = set()  # names as written, not yet known to be strings
         for i, t in enumerate(templates or []):
             path = f"spec.podGroupTemplates[{i}]"
             t = _mapping("Workload", t, "WorkloadSpec", "spec.podGroupTemplates", "PodGroupTemplate")

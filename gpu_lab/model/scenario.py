@@ -189,12 +189,12 @@ def _parse_scenario(docs, known_priority_classes, first_created, names) -> Scena
                                   "(kube-scheduler reads a single --config file)")
             sc.scheduler_config = copy.deepcopy(doc)
         elif kind == "Namespace":
-            name = _meta(doc).get("name")
+            ns = _meta(doc).get("name")
             errs = v.validate_object_meta(_meta(doc), namespaced=False, name_check=v.is_dns1123_label)
             if errs:
-                raise InvalidObject("Namespace", name if isinstance(name, str) else "", errs)
-            _claim(seen, "Namespace", "", name)
-            sc.namespaces.append(name)
+                raise InvalidObject("Namespace", ns if isinstance(ns, str) else "", errs)
+            _claim(seen, "Namespace", "", ns)
+            sc.namespaces.append(str(ns))  # a DNS label once validated
         elif kind == "Node":
             sc.nodes.append(_node(doc, seen))
             devices += _device_count(sc.nodes[-1])
@@ -281,12 +281,12 @@ def load_scenario(src: Source, **kw: Any) -> Scenario:
     return parse_scenario(load_documents(src), **kw)
 
 
-def _gvk(doc: dict) -> tuple[str, str]:
+def _gvk(doc: dict) -> tuple[Any, Any]:  # as written: checked by _check_kind
     return doc.get("apiVersion"), doc.get("kind")
 
 
 def _meta(doc: dict) -> dict:
-    return doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
+    return metadata_raw if isinstance(metadata_raw := doc.get("metadata"), dict) else {}
 
 
 def _check_kind(doc: dict) -> None:
@@ -318,7 +318,7 @@ def _node(doc: dict, seen: set) -> Node:
 def _priority_class(doc: dict, known: dict[str, dict]) -> tuple[str, dict]:
     """``ValidatePriorityClass`` plus the Priority admission plugin's single-default rule."""
     meta = _meta(doc)
-    name = meta.get("name") if isinstance(meta.get("name"), str) else ""
+    name = name_raw if isinstance(name_raw := meta.get("name"), str) else ""
     errs = v.validate_object_meta(meta, namespaced=False)
     value = doc.get("value")
     if value is None:

@@ -42,12 +42,12 @@ def expand_workload(raw: dict, *, priority_classes: dict[str, dict] | None = Non
     completions, completion_mode and suspend (Job).
     """
     kind = raw.get("kind")
-    if (raw.get("apiVersion"), kind) not in WORKLOAD_KINDS:
+    if not isinstance(kind, str) or (raw.get("apiVersion"), kind) not in WORKLOAD_KINDS:
         raise GpuLabError(f'no matches for kind "{kind}" in version "{raw.get("apiVersion")}"')
-    meta = dict(raw.get("metadata") if isinstance(raw.get("metadata"), dict) else {})
+    meta = dict(metadata_raw if isinstance(metadata_raw := raw.get("metadata"), dict) else {})
     meta["namespace"] = meta.get("namespace") or "default"
-    spec = raw.get("spec") if isinstance(raw.get("spec"), dict) else {}
-    name = meta.get("name") if isinstance(meta.get("name"), str) else ""
+    spec = spec_raw if isinstance(spec_raw := raw.get("spec"), dict) else {}
+    name = name_raw if isinstance(name_raw := meta.get("name"), str) else ""
     uid = stable_uid(kind, meta["namespace"], name)
     names = names if names is not None else NameGenerator(0)
     _check_int32(kind, spec)
@@ -244,9 +244,9 @@ def controller_pod(record: dict, names: NameGenerator, created: int, classes: di
 
 
 def _template(spec: dict) -> dict:
-    t = spec.get("template") if isinstance(spec.get("template"), dict) else {}
-    meta = copy.deepcopy(t.get("metadata")) if isinstance(t.get("metadata"), dict) else {}
-    pod_spec = t.get("spec") if isinstance(t.get("spec"), dict) else {}
+    t = template_raw if isinstance(template_raw := spec.get("template"), dict) else {}
+    meta = copy.deepcopy(metadata_raw) if isinstance(metadata_raw := t.get("metadata"), dict) else {}
+    pod_spec = spec_raw if isinstance(spec_raw := t.get("spec"), dict) else {}
     return {"metadata": meta, "spec": template_defaults(pod_spec)}
 
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import codecs
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
@@ -28,7 +28,10 @@ from ..errors import GpuLabError
 MAX_SCENARIO_BYTES = 64 * 2**20  # far above any real scenario; a runaway file stops here
 MAX_REQUEST_BYTES = 3 * 2**20  # the API server's maxRequestBodyBytes (one object per request)
 MAX_DEPTH = 200  # Kubernetes objects nest a few dozen levels at most
-_BASE = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+if TYPE_CHECKING:
+    _BASE = yaml.SafeLoader  # the C loader serves the same API; the checker needs one class
+else:
+    _BASE = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 C_LOADER = _BASE is not yaml.SafeLoader
 
 
@@ -203,6 +206,7 @@ def parse_documents(text: str, name: str) -> list[tuple[Any, int]]:
         loader = Loader(text)
         while loader.check_node():
             node = loader.get_node()
+            assert node is not None  # check_node() said one follows
             if check:
                 _check_graph(node, name)
             docs.append((loader.construct_document(node), node.start_mark.line + 1))

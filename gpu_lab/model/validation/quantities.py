@@ -47,6 +47,7 @@ def quantity_string(raw: Any) -> str:
     if value == 0:
         return "0"
     m = _PARTS.fullmatch(text)
+    assert m is not None  # parse() above accepted the text
     num, denom, suffix = (m.group(2) or "0"), (m.group(3) or ""), m.group(4)
     binary = suffix in _BINARY_EXP
     exponent_form = not binary and suffix not in _DECIMAL_EXP
