@@ -64,12 +64,12 @@ def _pod_segments(df: pd.DataFrame, now: float) -> list[dict]:
         finished = _num(r.get("finished_at"))
         end = finished if not math.isnan(finished) else now
         label = pod_label(r.get("namespace"), r["pod"])
-        owner = r.get("owner") if isinstance(r.get("owner"), str) else NO_OWNER
+        owner = owner_raw if isinstance(owner_raw := r.get("owner"), str) else NO_OWNER
         gpus, stranded = _num(r.get("gpus")), _num(r.get("stranded_s"))
         base = {"row": label, "pod": label, "owner": owner,
-                "node": r.get("node") if isinstance(r.get("node"), str) else "",
+                "node": node_raw if isinstance(node_raw := r.get("node"), str) else "",
                 "gpus": 0 if math.isnan(gpus) else int(gpus), "phase": r.get("phase", ""),
-                "reason": r.get("reason") if isinstance(r.get("reason"), str) else "",
+                "reason": reason_raw if isinstance(reason_raw := r.get("reason"), str) else "",
                 "stranded_s": 0.0 if math.isnan(stranded) else stranded, "created_at": created}
         waited_until = started if not math.isnan(started) else end
         if not math.isnan(created) and waited_until > created:

@@ -102,7 +102,7 @@ def parse_autoscaler(raw: Any) -> AutoscalerSpec:
     (``Autoscaler "x" is invalid: [spec.a: ..., spec.b: ...]``)."""
     if not isinstance(raw, dict):
         raise GpuLabError("Autoscaler: the document must be a mapping")
-    meta = raw.get("metadata") if isinstance(raw.get("metadata"), dict) else {}
+    meta = metadata_raw if isinstance(metadata_raw := raw.get("metadata"), dict) else {}
     name = meta.get("name")
     if not name or not isinstance(name, str):
         raise GpuLabError("Autoscaler: metadata.name: Required value")

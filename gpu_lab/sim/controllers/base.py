@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from ...model.objects import Pod
+from ...model.objects import Node, Pod
 from ...model.parse import NameGenerator
 
 
@@ -34,6 +34,27 @@ class Cluster(Protocol):
         """The next creation order (the scheduling queue's tie-break)."""
 
     def priority_classes(self) -> dict[str, dict]: ...
+
+    # ---- nodes and pods as the autoscaler, Kueue and the DRA controllers read them
+    def nodes(self) -> dict[str, Node]: ...
+
+    def pods_on(self, node: str) -> list[Pod]: ...
+
+    def pending_pods(self) -> list[Pod]: ...
+
+    def pod_phase(self, key: str) -> str | None: ...
+
+    def generation(self) -> int: ...
+
+    def cordon(self, name: str) -> None: ...
+
+    def can_reschedule(self, pods: list[Pod], without: set[str]) -> bool | str: ...
+
+    def add_node(self, node: Node) -> None: ...
+
+    def remove_node(self, name: str, reason: str) -> list[str]: ...
+
+    def fits_on(self, pod: Pod, node: Node) -> bool: ...
 
 
 class Controller:

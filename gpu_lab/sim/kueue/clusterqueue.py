@@ -50,8 +50,8 @@ QUOTA_FIELDS = ("nominalQuota", "borrowingLimit", "lendingLimit")
 
 
 def parse_cluster_queue(doc: dict, version: str) -> ClusterQueue:
-    meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
-    name = meta.get("name") if isinstance(meta.get("name"), str) else ""
+    meta = metadata_raw if isinstance(metadata_raw := doc.get("metadata"), dict) else {}
+    name = name_raw if isinstance(name_raw := meta.get("name"), str) else ""
     s = Schema()
     meta_errs = v.validate_object_meta(meta, namespaced=False)
     s.errors += meta_errs

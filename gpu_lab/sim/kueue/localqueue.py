@@ -16,9 +16,9 @@ STOP_POLICIES = ("None", "Hold", "HoldAndDrain")
 
 
 def parse_local_queue(doc: dict) -> LocalQueue:
-    meta = dict(doc.get("metadata")) if isinstance(doc.get("metadata"), dict) else {}
+    meta = dict(metadata_raw) if isinstance(metadata_raw := doc.get("metadata"), dict) else {}
     meta["namespace"] = meta.get("namespace") or "default"
-    name = meta.get("name") if isinstance(meta.get("name"), str) else ""
+    name = name_raw if isinstance(name_raw := meta.get("name"), str) else ""
     s = Schema()
     meta_errs = v.validate_object_meta(meta)
     s.errors += meta_errs
@@ -33,8 +33,8 @@ def parse_local_queue(doc: dict) -> LocalQueue:
 
 
 def parse_priority_class(doc: dict) -> WorkloadPriorityClass:
-    meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
-    name = meta.get("name") if isinstance(meta.get("name"), str) else ""
+    meta = metadata_raw if isinstance(metadata_raw := doc.get("metadata"), dict) else {}
+    name = name_raw if isinstance(name_raw := meta.get("name"), str) else ""
     s = Schema()
     meta_errs = v.validate_object_meta(meta, namespaced=False)
     s.errors += meta_errs

@@ -19,8 +19,8 @@ EFFECTS_MESSAGE = "supported taint effect values: 'NoSchedule', 'PreferNoSchedul
 
 
 def parse_resource_flavor(doc: dict) -> ResourceFlavor:
-    meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
-    name = meta.get("name") if isinstance(meta.get("name"), str) else ""
+    meta = metadata_raw if isinstance(metadata_raw := doc.get("metadata"), dict) else {}
+    name = name_raw if isinstance(name_raw := meta.get("name"), str) else ""
     s = Schema()
     meta_errs = v.validate_object_meta(meta, namespaced=False)
     s.errors += meta_errs
