@@ -37,7 +37,7 @@ class Case:
     documents: list[dict]
     exact: bool = False  # node names must match, not only the multiset
     # [{killPlugin: node} | {restartPlugin: node} | {apply: docs} | {advance: seconds or null}
-    #  | {delete: pod} | {cordon: node}]
+    #  | {delete: pod} | {cordon: node} | {label: {node: name, labels: {key: value}}}]
     actions: list[dict] = field(default_factory=list)
 
     @classmethod
@@ -178,6 +178,8 @@ def run_case(case: Case, session: Session) -> Outcome:
             session.delete(action["delete"])
         elif "cordon" in action:
             session.cordon(action["cordon"])
+        elif "label" in action:  # {label: {node: NAME, labels: {key: value or null}}}
+            session.label_node(action["label"]["node"], action["label"]["labels"])
         else:
             raise ValueError(f"unknown fidelity action {sorted(action)}")
         session.schedule()
