@@ -28,3 +28,7 @@ class InvalidObject(GpuLabError):
 
 class NotSupported(GpuLabError):
     """A ``Session`` call this backend cannot serve; the message names the backend and why."""
+
+
+class LocalClusterError(GpuLabError):
+    """The local control plane could not be started, reached or stopped (one line)."""

@@ -24,7 +24,7 @@ import yaml
 from realcluster import private_lab
 
 from gpu_lab.backends.local import resourceslices as rs
-from gpu_lab.backends.local.cluster import APISERVER, CONTROLLER_MANAGER, SCHEDULER
+from gpu_lab.backends.local.components import APISERVER, CONTROLLER_MANAGER, SCHEDULER
 from gpu_lab.gpus.labels import gpu_uuids
 from gpu_lab.gpus.mig import geometry, is_valid_layout
 from gpu_lab.kube import ApiError

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from realcluster import private_lab
 
-from gpu_lab.backends.local.cluster import APISERVER, SCHEDULER
+from gpu_lab.backends.local.components import APISERVER, SCHEDULER
 from gpu_lab.model.podgroup import API_VERSION
 
 pytestmark = pytest.mark.controlplane

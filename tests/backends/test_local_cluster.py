@@ -26,7 +26,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from realcluster import require_controlplane
 
-from gpu_lab.backends.local import certs
+from gpu_lab.backends.local import certs, labdir
 from gpu_lab.backends.local import cluster as cl
 from gpu_lab.backends.local import ports as portlib
 from gpu_lab.backends.local import processes as procs
@@ -255,7 +255,7 @@ def test_status_calls_a_stale_pid_file_stopped(tmp_path):
 
 
 def test_up_without_binaries_says_how_to_get_them(tmp_path, monkeypatch):
-    monkeypatch.setattr(cl, "find_binaries", lambda *a, **k: None)
+    monkeypatch.setattr(labdir, "find_binaries", lambda *a, **k: None)
     with pytest.raises(cl.LocalClusterError, match="gpu-lab controlplane build"):
         cl.LocalCluster("nobin", root=tmp_path).up(progress=None)
 

@@ -25,7 +25,8 @@ from gpu_lab.errors import GpuLabError
 
 from ...kube import Unreachable
 from ...kubelet import agentprocess
-from .cluster import ALIASES, COMPONENTS, PLUGIN_PREFIX, LocalCluster, LocalClusterError
+from .cluster import LocalCluster, LocalClusterError
+from .components import ALIASES, COMPONENTS, PLUGIN_PREFIX
 
 BACKENDS = ("local", "kind")
 

@@ -68,7 +68,8 @@ from ...kube import ApiError, KubeClient, NotFound, Unreachable
 from . import kueuebuild
 from . import ports as portlib
 from . import processes as procs
-from .cluster import HOST, ComponentStatus, LocalCluster, LocalClusterError
+from .cluster import LocalCluster, LocalClusterError
+from .components import HOST, ComponentStatus
 
 NAME = "kueue"
 API_GROUP = "kueue.x-k8s.io"

@@ -34,7 +34,8 @@ from ..base import Session, Source
 from ..tables import NodeRow, PodRow
 from ..waiting import wait_settled
 from . import draobjects, jobtable, kueueobjects, schedulerlog
-from .cluster import SCHEDULER, LocalCluster
+from .cluster import LocalCluster
+from .components import SCHEDULER
 from .kueue import enabled as kueue_enabled
 
 DEVICES_ANNOTATION = "gpulab.dev/devices"
