@@ -48,7 +48,7 @@ class Result:
     seed: int
     differences: list[str] = field(default_factory=list)  # not excused
     excused: list[tuple[str, str]] = field(default_factory=list)  # (difference, known cause)
-    error: str | None = None  # a backend refused or timed out
+    error: str | None = None  # a backend refused or timed out (not a known cause)
     seconds: float = 0.0
 
     @property
@@ -81,14 +81,17 @@ def run_seed(seed: int, real: Session, known: list[Known] | None = None) -> Resu
         with replaying(real_choices(real, workloads), workloads):
             model = run_case(case, connect("sim", seed=0))
     except Exception as err:  # noqa: BLE001 - reported per seed, the run goes on
-        result.error = f"{type(err).__name__}: {err}"
+        found = [f"error: {type(err).__name__}: {err}"]
     else:
-        text = scenario_text(seed)
-        for d in differences(case, model, got):
-            cause = next((k for k in known if k.excuses(d, text)), None)
-            if cause is None:
-                result.differences.append(d)
-            else:
-                result.excused.append((d, cause.name))
+        found = differences(case, model, got)
+    text = scenario_text(seed)
+    for d in found:
+        cause = next((k for k in known if k.excuses(d, text)), None)
+        if cause is not None:
+            result.excused.append((d, cause.name))
+        elif d.startswith("error: "):
+            result.error = d.removeprefix("error: ")
+        else:
+            result.differences.append(d)
     result.seconds = time.monotonic() - started
     return result

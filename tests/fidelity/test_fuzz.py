@@ -24,8 +24,8 @@ from gpu_lab.fuzz import known_differences, run_seed, scenario, scenario_text
 from gpu_lab.fuzz.generate import MAX_NODES, MAX_PODS
 from gpu_lab.model.scenario import parse_scenario
 
-#: seeds that agree on sim and local (checked in the 200-seed run of benchmarks/README.md)
-FIXED = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]
+#: seeds that agreed on sim and local, with no known difference, in two runs (benchmarks/README.md)
+FIXED = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 13, 14, 15, 16, 17, 18]
 #: fresh seeds per run, from the clock, so CI keeps meeting scenarios nobody has seen
 FRESH = [int(time.time()) % 1_000_000 * 10 + i for i in range(3)]
 
