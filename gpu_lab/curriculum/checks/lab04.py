@@ -24,7 +24,7 @@ TITLE = "Lab 04"
 def _gpu_nodes(lab) -> list[dict[str, Any]]:
     """One dict per node that offers GPUs: name, used, allocatable, free."""
     nodes = lab.nodes()
-    out = []
+    out: list[dict] = []
     if f"{GPU} allocatable" not in nodes.columns:
         return out
     for _, row in nodes.iterrows():
@@ -166,7 +166,7 @@ def _overruled(lab) -> str | None:
                 gains[plugin] = int(scores.at[chosen, col] - scores.at[best, col])
         if not gains:
             continue
-        winner = max(gains, key=gains.get)
+        winner = max(gains, key=lambda k: gains[k])
         if gains[winner] <= 0:
             continue
         return (f"e.g. {row['name']} went to {chosen} although NodeResourcesFit scored {best} higher "

@@ -161,7 +161,7 @@ def check_inference(lab: Any, fleet: str) -> Feedback:
               + (f"e.g. {elsewhere[0][0]} on {elsewhere[0][1]} (pool {pool.get(elsewhere[0][1])})"
                  if elsewhere else ""),
               f"every inference pod runs on the {INFERENCE_POOL} pool")
-    per_node: dict[tuple[str, str], int] = {}
+    per_node: dict[tuple[str | None, str], int] = {}
     for w, _, node in rows:
         per_node[(w, node)] = per_node.get((w, node), 0) + 1
     doubled = sorted(((k, v) for k, v in per_node.items() if v > 1), key=lambda kv: -kv[1])

@@ -202,7 +202,7 @@ def removal(events: pd.DataFrame, node: str) -> tuple[float, str] | None:
     return at, str(message)
 
 
-def _gpu_pools(docs: list[dict]) -> dict[str, dict]:
+def _gpu_pools(docs: list[dict]) -> dict[Any, dict]:  # keyed by metadata.name as written
     return {_meta(d).get("name"): d for d in docs if d.get("kind") == "NodePool" and (d.get("spec") or {}).get("gpu")}
 
 

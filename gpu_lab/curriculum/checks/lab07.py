@@ -180,7 +180,7 @@ def gang_notes(submission: Any) -> list[str]:
         elif groups[key] is None:
             notes.append(f"PodGroup {key} has the basic policy: its pods are scheduled one by one; use "
                          f"gang: {{minCount: {workers}}}")
-        elif isinstance(groups[key], int) and isinstance(workers, int) and groups[key] < workers:
+        elif isinstance(min_count := groups[key], int) and isinstance(workers, int) and min_count < workers:
             notes.append(f"PodGroup {key} has minCount {groups[key]}, but {w.key} needs all {workers} workers "
                          f"at once: the scheduler binds the group as soon as {groups[key]} fit")
     for key in groups:
@@ -332,8 +332,8 @@ def check_both_finish(submission: Any, deadline: str = "7h") -> Feedback:
     else:
         limit = parse_duration(deadline)
         ends = {w.key: float(jobs[w.key]["finished_at"]) for w in MONDAY_WORK}
-        last = max(ends, key=ends.get)
-        listed = ", ".join(f"{k} at {_hours(ends[k])}" for k in sorted(ends, key=ends.get))
+        last = max(ends, key=lambda k: ends[k])
+        listed = ", ".join(f"{k} at {_hours(ends[k])}" for k in sorted(ends, key=lambda k: ends[k]))
         late = [k for k in ends if ends[k] > limit + 1e-9]
         c.require(not late,
                   f"every Job completes, but {', '.join(late)} only at {_hours(ends[last])}, after the "

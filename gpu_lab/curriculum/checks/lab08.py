@@ -154,7 +154,7 @@ def _service_of(namespace: str, pod: str) -> Service | None:
 
 
 # ------------------------------------------------------------------ the model
-def _profile(model: str, name: str):
+def _profile(model: str, name: str | None):
     return next(p for p in mig_profiles(model) if p.name == name)
 
 
@@ -373,6 +373,8 @@ def _work_problems(docs: list[dict]) -> list[str]:
             problems.append(f"{s.key} has replicas: {spec.get('replicas', 1)}, the service needs {s.replicas}")
         template = spec.get("template") or {}
         notes = (template.get("metadata") or {}).get("annotations") or {}
+        util: float | None
+        mem: float | None
         try:
             util = utilization(notes.get(UTILIZATION_ANNOTATION), pod=s.name, namespace=s.namespace)
             mem = memory_mib(notes.get(MEMORY_ANNOTATION), pod=s.name, namespace=s.namespace)

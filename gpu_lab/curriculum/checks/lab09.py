@@ -110,7 +110,10 @@ def _devices() -> dict[str, Device]:
     for node in load_scenario(CLUSTER).nodes:
         model = get_model(node.raw["nodePool"]["gpu"]["model"])
         for dev in published_devices(node).values():
-            mem = geometry(model).profile(dev.profile).memory_mib if dev.type == "mig" else model.memory_mib
+            if dev.type == "mig" and dev.profile is not None:  # a MIG device always names its profile
+                mem = geometry(model).profile(dev.profile).memory_mib
+            else:
+                mem = model.memory_mib
             out[dev.uuid] = Device(node.name, dev.name, dev.gpu, dev.type, model.product, model.name,
                                    dev.profile, mem)
     return out

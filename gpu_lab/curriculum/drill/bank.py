@@ -8,6 +8,7 @@ return none (``tests/curriculum/test_drill.py``).
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -108,7 +109,7 @@ def validate_bank(data: Any, lessons_dir: Path | str | None | object = _DEFAULT)
         return [f"the bank must be a list of questions, got {type(data).__name__}"]
     if lessons_dir is _DEFAULT:
         lessons_dir = REPO_LESSONS if REPO_LESSONS.is_dir() else None
-    folder = Path(lessons_dir) if lessons_dir is not None else None
+    folder = Path(lessons_dir) if isinstance(lessons_dir, (str, os.PathLike)) else None
     errors: list[str] = []
     seen: dict[str, int] = {}
     for i, q in enumerate(entries):
@@ -182,7 +183,7 @@ def load_bank(path: Path | str | None = None, *, lessons_dir: Path | str | None 
     if errors:
         more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
         raise BankError(f"{source.name}: {errors[0]}{more}")
-    return [_question(q) for q in _entries(data)]
+    return [_question(q) for q in _entries(data) or ()]  # validate_bank refused a non-list
 
 
 def _question(q: Mapping[str, Any]) -> Question:

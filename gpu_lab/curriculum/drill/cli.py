@@ -68,8 +68,8 @@ def cmd_validate(args) -> int:
     except OSError as e:
         raise BankError(f"cannot read {path}: {e.strerror or e}") from None
     errors = validate_bank(parse_bank(text))
-    for e in errors:
-        print(e)
+    for line in errors:
+        print(line)
     if not errors:
         print(f"{path.name}: valid")
     return 1 if errors else 0

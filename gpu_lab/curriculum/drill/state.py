@@ -234,7 +234,9 @@ class MockInterview:
         if self.current is None:
             return 0.0
         end = self.revealed_at[self.index]
-        return (end if end is not None else self.clock()) - self.started_at[self.index]
+        start = self.started_at[self.index]
+        assert start is not None  # the current card was started when it became current
+        return (end if end is not None else self.clock()) - start
 
     def time_left(self) -> float:
         """Seconds left of the current question's budget (negative when over)."""
@@ -245,7 +247,9 @@ class MockInterview:
         if not self.started:
             return 0.0
         end = self.finished_at if self.finished_at is not None else self.clock()
-        return end - self.started_at[0]
+        start = self.started_at[0]
+        assert start is not None  # the first card starts with the drill
+        return end - start
 
     def total_left(self) -> float:
         return self.minutes * 60 - self.total_elapsed()

@@ -106,6 +106,7 @@ class _DrillView:
     """Common display logic: the widget (if any) plus the static fallback."""
 
     title = "Drill"
+    state: QuizState | MockInterview  # set by each view
 
     def __init__(self) -> None:
         self.widget: Any = None
@@ -198,6 +199,7 @@ class Quiz(_DrillView):
                 button.layout.display = "none"
             return
         q = s.current
+        assert q is not None  # started and not done
         self.header.value = (f"<b>{html.escape(_tag(q))}</b> · {s.progress_text()} · "
                              f"score {s.score_text()}")
         self.question.value = f"<p style='font-size:1.1em'>{html.escape(q.question)}</p>"
@@ -319,6 +321,7 @@ class MockInterviewView(_DrillView):
         for key, button in b.items():
             button.layout.display = "none" if key == "start" else None
         q = s.current
+        assert q is not None  # started and not done
         self.header.value = (f"<b>Question {s.index + 1} of {len(s.cards)}</b> · "
                              f"{html.escape(_tag(q))}")
         self.question.value = f"<p style='font-size:1.1em'>{html.escape(q.question)}</p>"
