@@ -117,8 +117,10 @@ def run_bench(nodes: int = 1000, pods: int = 10000, seed: int = 0, repeat: int =
 
 def _one_run(nodes: int, pods: int, seed: int) -> dict[str, Any]:
     from . import connect
+    from .backends.sim import SimSession
 
     lab = connect("sim", seed=seed, record=False)
+    assert isinstance(lab, SimSession)  # timed below through its scheduling loop
     docs = node_pools(nodes) + workload(pods, seed)
     t0 = time.perf_counter()
     lab.apply(docs)

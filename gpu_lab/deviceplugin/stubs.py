@@ -100,6 +100,7 @@ def _import(name: str, path: Path) -> ModuleType:
     if name in sys.modules and getattr(sys.modules[name], "__file__", None) == str(path):
         return sys.modules[name]
     spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None  # a .py path always gets a source loader
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module  # v1beta1_pb2_grpc does "import v1beta1_pb2"
     try:

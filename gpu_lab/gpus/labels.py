@@ -61,9 +61,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import GpuLabError
+from ..model.names import GPU_RESOURCE
 from .catalog import GpuModel, get_model
 
-GPU_RESOURCE = "nvidia.com/gpu"
 MAX_GPUS_PER_NODE = 64  # more than any machine holds (DGX/HGX boards: 8 or 16)
 # The kubelet reads a device plugin's ListAndWatch stream with gRPC's default 4 MiB
 # receive limit: a resource with more devices than fit one message never shows up.
@@ -370,13 +370,13 @@ def _resource_labels(resource: str, product: str, count: int, share: Sharing | N
     """``resourceLabeler.baseLabeler`` plus extra keys; ``share=None`` means sharing disabled."""
     replicas = 0 if share is None else share.replicas_for(resource)
     shared = share is not None and replicas > 1
-    if shared and not share.renamed:
+    if share is not None and shared and not share.renamed:
         product += "-SHARED"
     labels = {
         f"{resource}.product": product,
         f"{resource}.count": str(count),
         f"{resource}.replicas": str(replicas),
-        f"{resource}.sharing-strategy": share.strategy if shared else "none",
+        f"{resource}.sharing-strategy": share.strategy if share is not None and shared else "none",
     }
     labels.update({f"{resource}.{k}": str(v) for k, v in extra.items()})
     return labels

@@ -125,7 +125,9 @@ class MigProfile:
     @property
     def memory_gb(self) -> int:
         """The nominal size in the profile's name (``10`` for ``1g.10gb``)."""
-        return int(re.match(r"\d+g\.(\d+)gb", self.name).group(1))
+        m = re.match(r"\d+g\.(\d+)gb", self.name)
+        assert m is not None  # every catalog profile is named <n>g.<m>gb
+        return int(m.group(1))
 
     @property
     def memory_gib(self) -> float:
@@ -488,7 +490,9 @@ def _all_layouts(model: str) -> tuple[tuple[tuple[str, ...], Placement], ...]:
     walk(0, [0] * len(geom.profiles), 0, 0)
     out = []
     for counts in found:
-        placement = Placement(model, _place(model, counts))
+        slots = _place(model, counts)
+        assert slots is not None  # walk() kept only counts that place
+        placement = Placement(model, slots)
         out.append((placement.profiles, placement))
     # Fullest first (compute, then memory), then by profile names for a stable order.
     out.sort(key=lambda e: (-e[1].compute_slices_used, -e[1].memory_slices_used,

@@ -81,7 +81,7 @@ def reconfigure(node: Node, new_config: str, *, pods_holding: list[str], evict: 
     if not isinstance(spec, dict) or node.pool is None:
         raise GpuLabError(f'node "{node.name}": MIG reconfiguration needs a node made by a NodePool '
                           "(gpu-lab cannot tell the GPUs of a plain v1 Node)")
-    gpu = spec.get("gpu") if isinstance(spec.get("gpu"), dict) else {}
+    gpu = gpu_raw if isinstance(gpu_raw := spec.get("gpu"), dict) else {}
     if not gpu.get("model") or not gpu.get("count"):
         raise GpuLabError(f'node "{node.name}": has no GPUs; there is no MIG config to change')
     model = get_model(gpu["model"])

@@ -147,7 +147,8 @@ def _duties(n_pods: int, duty_cycles: float | Sequence[float]) -> tuple[float, .
     if isinstance(duty_cycles, (int, float)) and not isinstance(duty_cycles, bool):
         duties = (float(duty_cycles),) * n_pods
     else:
-        duties = tuple(float(d) for d in duty_cycles)
+        # a bool (a float to the checker) fails here as not iterable, as any non-sequence does
+        duties = tuple(float(d) for d in duty_cycles)  # type: ignore[union-attr]
         if len(duties) != n_pods:
             raise GpuLabError(f"{len(duties)} duty cycles given for {n_pods} pods")
     for d in duties:

@@ -181,7 +181,7 @@ class DeviceManager:
         now = self.clock()
         for r in list(self._stopped):
             ep = self._endpoints[r]
-            if now - ep.stop_time > self.grace_period:
+            if ep.stop_time is not None and now - ep.stop_time > self.grace_period:
                 del self._endpoints[r]
                 self._health.pop(r, None)
                 self._stopped.discard(r)

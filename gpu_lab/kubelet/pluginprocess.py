@@ -59,7 +59,8 @@ class PluginProcess:
 
     def start(self) -> int:
         if self.alive:
-            return self.pid
+            assert self.proc is not None  # alive means started
+            return self.proc.pid
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         env = dict(os.environ)
         env.setdefault("GRPC_VERBOSITY", "ERROR")  # no gRPC INFO lines; the user's choice wins

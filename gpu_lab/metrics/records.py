@@ -88,6 +88,7 @@ def uuid_of(node: str, gpu: int) -> str:
 
 
 def mig_profile(use: GpuUse) -> MigProfile:
+    assert use.mig_profile is not None  # called for MIG uses only (sharing == "mig")
     return geometry(gpu_model(use.model).name).profile(use.mig_profile)
 
 

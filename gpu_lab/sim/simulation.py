@@ -71,12 +71,14 @@ class Simulation:
 def simulate(scenario: Any, *, until: Any = DEFAULT_UNTIL, backend: str = "sim", seed: int | None = 0) -> Simulation:
     """Run ``scenario`` (YAML text, a path, dicts) on a fresh session's clock until ``until``."""
     from .. import BACKENDS, connect
+    from ..backends.sim import SimSession
 
     seconds = until_seconds(until)
     if backend in BACKENDS and backend != "sim":  # before connecting: nothing is started for nothing
         raise NotSupported(f'simulate: not on the "{backend}" backend: it has no simulated clock '
                            "(use the sim backend)")
     lab = connect(backend, seed=seed)
+    assert isinstance(lab, SimSession)  # the one backend with a simulated clock (refused above)
     try:
         lab.apply(scenario)
         return lab._run_for(seconds)

@@ -9,6 +9,7 @@ import altair as alt
 import pandas as pd
 
 from ..errors import GpuLabError
+from ..model.names import TERMINAL_PHASES
 
 GPU_PREFIX = "nvidia.com/"
 FREE = "free"
@@ -19,7 +20,6 @@ DEAD_COLOUR = "#c62828"
 POD_COLOURS = ["#4c78a8", "#f58518", "#54a24b", "#b79a20", "#439894", "#d67195", "#b279a2",
                "#9e765f", "#9ecae9", "#ffbf79", "#88d27a", "#f2cf5b", "#83bcb6", "#fcbfd2",
                "#d6a5c9", "#d8b5a5"]
-DONE_PHASES = ("Succeeded", "Failed")
 
 
 def gpu_resources(nodes: pd.DataFrame) -> list[str]:
@@ -60,7 +60,7 @@ def select_resources(nodes: pd.DataFrame, resource: str | Iterable[str] | None) 
 
 def active_pods(pods: pd.DataFrame) -> pd.DataFrame:
     """Pods that hold resources: bound to a node and not finished."""
-    mask = pods["node"].notna() & ~pods["phase"].isin(DONE_PHASES)
+    mask = pods["node"].notna() & ~pods["phase"].isin(TERMINAL_PHASES)
     return pods[mask]
 
 

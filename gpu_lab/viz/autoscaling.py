@@ -86,7 +86,7 @@ def nodes_over_time(series: Any, *, title: str | None = None) -> alt.VConcatChar
     unit, size = time_unit([0.0, end])
     df["t"] = df["time"] / size
     options = list(runs)
-    colour = alt.Color("option:N", title=None, sort=options,
+    colour: Any = alt.Color("option:N",  # a channel: this, or one fixed alt.value below title=None, sort=options,
                        scale=alt.Scale(domain=options, range=POD_COLOURS[:len(options)]))
     if len(options) == 1:
         colour = alt.value(POD_COLOURS[0])

@@ -70,7 +70,7 @@ def fleet_cost(labs: Any, *, hours: float = 730) -> pd.DataFrame:
                 continue
             product = node.get("product")
             plain = (int(whole[i]) == int(devices[i]) and isinstance(product, str)
-                     and _model(product) is not None and _model(product).product == product)
+                     and (known := _model(product)) is not None and known.product == product)
             count = _physical_gpus(lab, node["name"], int(whole[i]), plain)
             model = _model(node.get("product"))
             counted.append(node["name"])

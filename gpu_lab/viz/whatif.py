@@ -78,7 +78,7 @@ class WhatIf:
     def chart_for(self, label: str) -> Any:
         if label not in self._charts:
             lab = self.session(label)
-            if self.chart == "occupancy":
+            if isinstance(self.chart, str):  # "occupancy", the one chart named by a string
                 from .occupancy import occupancy
 
                 c = occupancy(lab, title=self._heading(label))

@@ -183,7 +183,7 @@ def up_steps(
             steps.append(label_node(kubeconfig, p))
         if p.taints:
             steps.append(taint_node(kubeconfig, p))
-    if plugin:
+    if manifests is not None:  # i.e. plugin
         steps.append(apply(kubeconfig, manifests))
         for pool in resources:
             steps.append(rollout_status(kubeconfig, pool))
