@@ -106,7 +106,7 @@ class _DrillView:
     """Common display logic: the widget (if any) plus the static fallback."""
 
     title = "Drill"
-    state: QuizState | MockInterview  # set by each view
+    state: Any  # each view's own: a QuizState or a MockInterview
 
     def __init__(self) -> None:
         self.widget: Any = None
@@ -156,6 +156,7 @@ class Quiz(_DrillView):
     """Flashcards over a ``QuizState``: show answer, self-score, next, per-topic summary."""
 
     title = "Flashcards"
+    state: QuizState
 
     def __init__(self, state: QuizState):
         super().__init__()
@@ -217,6 +218,7 @@ class MockInterviewView(_DrillView):
 
     title = "Mock interview"
     TICK_SECONDS = 1.0
+    state: MockInterview
 
     def __init__(self, state: MockInterview):
         super().__init__()
