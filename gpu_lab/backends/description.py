@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from ..model.names import TERMINAL_PHASES
 from ..model.quantity import format_quantity
 from .tables import NodeRow, PodRow
 
-_TERMINAL = ("Succeeded", "Failed")
 # kubectl prints percentages for these (of allocatable); extended resources get a bare count.
 _PERCENT = ("cpu", "memory", "ephemeral-storage")
 
@@ -81,7 +81,7 @@ class NodeDescription:
 
 
 def describe(node: NodeRow, pods: list[PodRow]) -> NodeDescription:
-    held = [p for p in pods if p.node == node.name and p.phase not in _TERMINAL]
+    held = [p for p in pods if p.node == node.name and p.phase not in TERMINAL_PHASES]
     allocated: dict[str, int] = {}
     for p in held:
         for k, v in p.requests.items():

@@ -37,6 +37,7 @@ from kubernetes.client import rest
 
 from gpu_lab.errors import GpuLabError
 
+from ..model.names import MAX_REQUEST_BYTES
 from . import kubeconfig as kc
 from .errors import ApiError, NotFound, Unreachable, api_error
 from .resources import Resource, builtin, discovered
@@ -51,7 +52,6 @@ PATCH_TYPES = {
 DEFAULT_TIMEOUT_S = 30.0
 #: kube-apiserver's --max-request-body-bytes default (3 MiB): a larger body is refused with
 #: 413 before it is read; checked here so that it is one line at once, not a broken TLS stream
-MAX_REQUEST_BYTES = 3 * 1024 * 1024
 FIELD_MANAGER = "gpu-lab"
 USER_AGENT = "gpu-lab"
 

@@ -87,6 +87,7 @@ from ..kube import (
     NotFound,
     Unreachable,
 )
+from ..model.names import TERMINAL_PHASES
 from ..model.objects import Node
 from . import nodestatus as ns
 from . import podlifecycle as pl
@@ -103,7 +104,6 @@ START_TIMEOUT_S = 30.0
 BOUND_PODS = "spec.nodeName!="
 NOT_READY_TAINT = "node.kubernetes.io/not-ready"
 NOT_READY_WAIT_S = 10.0
-TERMINAL = ("Succeeded", "Failed")
 PREPARE_RETRY_S = 1.0  # a pod whose ResourceClaims cannot be prepared yet is tried again
 #: each running agent keeps ``WORK_DIR/agents/<pid>-<n>.json`` fresh, so that ``gpu-lab
 #: status`` (another process) can show it and its device plugins with their health
@@ -559,13 +559,13 @@ class NodeAgent:
         if st is None:
             st = PodState(uid, pl.pod_key(pod))
             sn.pods[uid] = st
-            if phase in TERMINAL:
+            if phase in TERMINAL_PHASES:
                 st.terminal = True
             elif phase == "Running":
                 self._adopt(sn, st, pod)
             elif not deleting:
                 self._admit(client, sn, st, pod)
-        elif phase in TERMINAL and not st.terminal:
+        elif phase in TERMINAL_PHASES and not st.terminal:
             self._release(sn, st)
             st.terminal = True
         if deleting and not st.deleting:

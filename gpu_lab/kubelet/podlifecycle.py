@@ -20,12 +20,12 @@ from typing import Any
 
 from ..errors import GpuLabError
 from ..model.duration import DURATION_ANNOTATION, parse_duration  # noqa: F401
+from ..model.names import DEVICES_ANNOTATION  # noqa: F401  (the node agent and tests read it here)
 from ..model.objects import ContainerResources, Pod, compute_pod_requests
 from ..model.parse import internal_resources
 from ..model.quantity import QuantityError
 
 #: same annotation and Go-duration syntax as the simulator (gpu_lab.backends.sim)
-DEVICES_ANNOTATION = "gpulab.dev/devices"
 ENV_ANNOTATION = "gpulab.dev/env"
 #: {container: [CDI device IDs]} of a pod's DRA devices (what the runtime would inject)
 CDI_ANNOTATION = "gpulab.dev/cdi-devices"

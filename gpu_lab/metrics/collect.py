@@ -19,11 +19,11 @@ from ..errors import GpuLabError
 from ..gpus.labels import gpu_uuids
 from ..gpus.mig import MEMORY_SLICES
 from ..gpus.pricing import model_of_product
+from ..model.names import GPU_RESOURCE as GPU
 from ..model.objects import stable_uid
 from .annotations import pod_name
 from .records import GpuNode, GpuUse
 
-GPU = "nvidia.com/gpu"
 MIG_PREFIX = "nvidia.com/mig-"
 
 

@@ -104,12 +104,12 @@ from ..gpus.labels import (
 )
 from ..gpus.migparted import MigPartedError, resolve
 from .duration import parse_duration
+from .names import POOL_LABEL
 from .objects import TAINT_EFFECTS, Node, Taint, is_extended_resource
 from .quantity import QuantityError, milli_value, parse_quantity, value
 
 API_VERSION = "gpulab.dev/v1alpha1"
 KIND = "NodePool"
-POOL_LABEL = "gpulab.dev/pool"
 MIG_CONFIG_LABEL = "nvidia.com/mig.config"  # set by the user; the GPU Operator's MIG manager acts on it
 MIG_STATE_LABEL = "nvidia.com/mig.config.state"  # written by the MIG manager
 DEFAULT_PODS = 110

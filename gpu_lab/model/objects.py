@@ -15,7 +15,8 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
-DEFAULT_SCHEDULER = "default-scheduler"
+from .names import DEFAULT_SCHEDULER
+
 # kube-scheduler's stand-ins for a container that states no cpu/memory request
 # (pkg/scheduler/util: DefaultMilliCPURequest, DefaultMemoryRequest); used only
 # for scoring, never for fit.

@@ -19,6 +19,7 @@ from typing import Any
 
 from ..errors import GpuLabError, InvalidObject
 from . import validation as v
+from .names import MAX_REQUEST_BYTES
 from .objects import Node, Pod
 from .parse import SYSTEM_PRIORITY_CLASSES, Forbidden, NameGenerator, parse_pod
 from .podgroup import KINDS as GANG_KINDS
@@ -26,7 +27,7 @@ from .podgroup import RESOURCES as GANG_RESOURCES
 from .podgroup import PodGroup, parse_pod_group, validate_workload
 from .timing import check_timing
 from .workloads import WORKLOAD_KINDS, expand_workload
-from .yamlread import MAX_REQUEST_BYTES, decode, parse_documents, read_file
+from .yamlread import decode, parse_documents, read_file
 
 Source = str | Path | dict | list
 

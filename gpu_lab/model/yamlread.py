@@ -26,7 +26,6 @@ import yaml
 from ..errors import GpuLabError
 
 MAX_SCENARIO_BYTES = 64 * 2**20  # far above any real scenario; a runaway file stops here
-MAX_REQUEST_BYTES = 3 * 2**20  # the API server's maxRequestBodyBytes (one object per request)
 MAX_DEPTH = 200  # Kubernetes objects nest a few dozen levels at most
 if TYPE_CHECKING:
     _BASE = yaml.SafeLoader  # the C loader serves the same API; the checker needs one class

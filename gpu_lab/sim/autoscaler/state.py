@@ -12,7 +12,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-GPU_RESOURCE = "nvidia.com/gpu"  # the resource cluster-autoscaler's GpuConfig names for NVIDIA nodes
+from ...model.names import GPU_RESOURCE
+
 DEFAULT_PROVISIONING_DELAY = 300.0  # seconds; gpu_lab.model.nodepool.DEFAULT_PROVISIONING_DELAY says why
 
 

@@ -20,12 +20,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...errors import GpuLabError
+from ...model.names import QUEUE_LABEL
 from ...model.objects import Toleration, stable_uid
 from ...model.parse import parse_pod
 from . import messages as m
 from .objects import EVICTION_TIMESTAMP, KueueConfig
 
-QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
 MAX_NAME = 253  # longMaxWorkloadNameLength (the ShortWorkloadNames gate is off by default)
 HASH_LENGTH = 5
