@@ -38,6 +38,7 @@ _LAZY = {
 
 # Public namespaces, each with its own ``__all__``: GPU facts (catalog, MIG, sharing
 # model), charts, lab checks, the interview drill and GPU utilisation (DCGM's names).
+# ``errors`` (every exception a user can meet) is one too; it is imported above.
 _NAMESPACES = {
     "gpus": "gpus",
     "charts": "viz",
@@ -81,6 +82,7 @@ __all__ = [
     "charts",
     "connect",
     "drill",
+    "errors",
     "gpus",
     "labs",
     "load_scenario",

@@ -1,11 +1,19 @@
-"""The exception types gpu-lab raises: bad input, and calls a backend cannot serve.
+"""Every exception gpu-lab raises that a user can meet, in one place.
 
-Every message is a single line that names the object and the field, in the
-API server's own words where Kubernetes has them, so the CLI can print
-``error: <message>`` and notebooks show something a learner can act on.
+All of them are :class:`GpuLabError` (except :class:`LabCheckFailed`, an
+``AssertionError`` so a lab notebook's check cell fails like a test), and every message
+is a single line that names the object and the field, in the API server's own words where
+Kubernetes has them, so the CLI can print ``error: <message>`` and notebooks show
+something a learner can act on.
+
+The general ones are defined here. Those that belong to one part of gpu-lab (a GPU
+layout, a kind cluster, a kubeconfig...) are defined beside the code that raises them and
+served from here too, loaded on first use: ``from gpu_lab.errors import MigError``.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 
 class GpuLabError(Exception):
@@ -32,3 +40,86 @@ class NotSupported(GpuLabError):
 
 class LocalClusterError(GpuLabError):
     """The local control plane could not be started, reached or stopped (one line)."""
+
+
+class ApiError(GpuLabError):
+    """The API server refused a request; ``str()`` is its message, ``code``/``reason`` its
+    HTTP status and ``Status.reason`` (``NotFound``, ``AlreadyExists``, ``Conflict``...)."""
+
+    def __init__(self, code: int, reason: str, message: str, status: dict | None = None):
+        self.code, self.reason, self.status = code, reason, status or {}
+        super().__init__(message or f"HTTP {code} {reason}")
+
+
+class NotFound(ApiError):
+    """HTTP 404: no such object (``pods "x" not found``)."""
+
+
+class AlreadyExists(ApiError):
+    """HTTP 409 ``AlreadyExists``: an object of that name exists."""
+
+
+class Conflict(ApiError):
+    """HTTP 409: the object changed meanwhile (an update on a stale resourceVersion)."""
+
+
+class Unreachable(GpuLabError):
+    """No answer from the API server (connection refused, TLS failure, timeout)."""
+
+
+#: exceptions defined beside the code that raises them: name -> module (under gpu_lab)
+_ELSEWHERE = {
+    "QuantityError": "model.quantity",
+    "InvalidNodePool": "model.nodepool",
+    "Forbidden": "model.parse",
+    "KubeconfigError": "kube.kubeconfig",
+    "ExecCredentialError": "kube.execcredential",
+    "BuildError": "backends.local.build",
+    "GoNotFoundError": "backends.local.build",
+    "KueueNotBuilt": "backends.local.kueuebuild",
+    "NotPrepared": "backends.local.draprepare",
+    "KindError": "backends.kind.config",
+    "NodeChangeRefused": "backends.kubeconfig.session",
+    "NamespaceRefused": "backends.kubeconfig.session",
+    "NodeAgentError": "kubelet.node",
+    "DeviceAllocationError": "kubelet.devicemanager",
+    "CelCompileError": "sim.dra.cel",
+    "MigError": "gpus.mig",
+    "MigNotSupported": "gpus.mig",
+    "UnknownMigProfile": "gpus.mig",
+    "ImpossibleLayout": "gpus.mig",
+    "MigPartedError": "gpus.migparted",
+    "PlanError": "gpus.planner",
+    "DeviceListTooLarge": "gpus.labels",
+    "NoDriver": "probe",
+    "EditionError": "edition",
+    "WorkshopInputError": "workshop",
+    "WorkshopClusterError": "workshop",
+    "BankError": "curriculum.drill.bank",
+    "DrillError": "curriculum.drill.state",
+    "LabCheckFailed": "curriculum.checks.feedback",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _ELSEWHERE:
+        from importlib import import_module
+
+        value = getattr(import_module(f"gpu_lab.{_ELSEWHERE[name]}"), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'gpu_lab.errors' has no attribute {name!r}")
+
+
+__all__ = [
+    "AlreadyExists",
+    "ApiError",
+    "Conflict",
+    "GpuLabError",
+    "InvalidObject",
+    "LocalClusterError",
+    "NotFound",
+    "NotSupported",
+    "Unreachable",
+    *sorted(_ELSEWHERE),
+]

@@ -42,7 +42,8 @@ from typing import Any
 import pandas as pd
 import yaml
 
-from .errors import GpuLabError
+from .errors import GpuLabError, NotFound
+from .model.names import GPU_RESOURCE as GPU
 
 WORKSHOP_LABEL = "gpulab.dev/workshop"
 PARTICIPANT_LABEL = "gpulab.dev/participant"
@@ -50,11 +51,12 @@ PREFIX = "participant-"
 SERVICE_ACCOUNT = "learner"
 ROLE = "gpu-lab-learner"
 QUOTA = "gpu-lab-gpus"
-GPU = "nvidia.com/gpu"
 QUOTA_KEY = f"requests.{GPU}"
 LOCAL_QUEUE = "workshop"
 KUEUE_GROUP = "kueue.x-k8s.io"
 KUEUE_MISSING = "Kueue not installed: no LocalQueue"
+#: how long a Kueue group listed in /apis may take to serve its version
+KUEUE_DISCOVERY_WAIT_S = 2.0
 POD_SECURITY = "baseline"
 DEFAULT_TOKEN_HOURS = 24.0
 #: a kubeconfig whose token expires sooner than this is written again
@@ -156,11 +158,25 @@ def detect_kueue(client) -> str | None:
         versions = [(g.get("preferredVersion") or {}).get("version")]
         versions += [v.get("version") for v in g.get("versions") or []]
         for version in [v for v in versions if v]:
-            doc = client.request("GET", f"/apis/{KUEUE_GROUP}/{version}").json() or {}
-            names = {r.get("name") for r in doc.get("resources") or []}
-            if {"localqueues", "clusterqueues"} <= names:
+            if {"localqueues", "clusterqueues"} <= _kueue_resources(client, version):
                 return version
     return None
+
+
+def _kueue_resources(client, version: str) -> set[str]:
+    """The resources ``kueue.x-k8s.io/<version>`` serves. The API server lists a newly
+    installed CRD's group in ``/apis`` a moment before the group version answers (404
+    meanwhile): wait briefly for it, then take it as not served yet."""
+    deadline = time.monotonic() + KUEUE_DISCOVERY_WAIT_S
+    while True:
+        try:
+            doc = client.request("GET", f"/apis/{KUEUE_GROUP}/{version}").json() or {}
+        except NotFound:
+            if time.monotonic() > deadline:
+                return set()
+            time.sleep(0.2)
+            continue
+        return {r.get("name") for r in doc.get("resources") or []}
 
 
 def connect(
@@ -275,7 +291,6 @@ def _ref(obj: dict) -> str:
 def ensure(client, obj: dict) -> str:
     """Create ``obj``, or bring an existing one to it by server-side apply. Returns
     ``created``, ``updated`` or ``unchanged`` (the server's resourceVersion did not move)."""
-    from .kube import NotFound
 
     meta = obj["metadata"]
     kind, av = obj["kind"], obj["apiVersion"]
@@ -294,7 +309,6 @@ def ensure(client, obj: dict) -> str:
 
 def _check_namespace(ws: Workshop, i: int) -> None:
     """Refuse a namespace of that name that is not this workshop's, or one being deleted."""
-    from .kube import NotFound
 
     ns = namespace_of(i)
     try:
@@ -507,7 +521,6 @@ def provision(
 
 def _wait_for_service_account(ws: Workshop, i: int, name: str = SERVICE_ACCOUNT,
                               timeout: float = 10.0) -> bool:
-    from .kube import NotFound
 
     deadline = time.monotonic() + timeout
     while True:
@@ -668,7 +681,6 @@ def _remove_kubeconfigs(ws: Workshop, out: Path) -> list[str]:
 
 
 def _wait_gone(ws: Workshop, names: list[str], timeout: float) -> list[str]:
-    from .kube import NotFound
 
     deadline = time.monotonic() + timeout
     left = list(names)

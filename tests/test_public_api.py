@@ -8,8 +8,8 @@ import gpu_lab
 
 EXPECTED = {"BACKENDS", "Explanation", "GpuLabError", "InvalidObject", "NodeDescription",
             "NotSupported", "Scenario", "Session", "Simulation", "__version__", "backend_available", "charts",
-            "connect", "drill", "gpus", "labs", "load_scenario", "metrics", "simulate", "visible_devices_env"}
-NAMESPACES = ("gpus", "charts", "labs", "drill", "metrics")
+            "connect", "drill", "errors", "gpus", "labs", "load_scenario", "metrics", "simulate", "visible_devices_env"}
+NAMESPACES = ("gpus", "charts", "labs", "drill", "metrics", "errors")
 
 
 def test_all_is_the_public_surface():

@@ -1,5 +1,6 @@
 """What goes wrong talking to an API server, as one line in Kubernetes' own words.
 
+The API server's error answers become the exceptions of :mod:`gpu_lab.errors`.
 :class:`ApiError` carries the API server's ``Status``: ``str()`` is its ``message``
 (``pods "x" not found``), ``code`` and ``reason`` its HTTP status and ``Status.reason``.
 :class:`Unreachable` is no answer at all (connection refused, TLS failure, timeout).
@@ -9,32 +10,11 @@ from __future__ import annotations
 
 import json
 
-from gpu_lab.errors import GpuLabError
+# the classes live with every other exception a user can meet; imported here for callers
+from gpu_lab.errors import AlreadyExists, ApiError, Conflict, NotFound, Unreachable
 
-
-class ApiError(GpuLabError):
-    """The API server refused a request; ``str()`` is its message, ``code``/``reason`` its
-    HTTP status and ``Status.reason`` (``NotFound``, ``AlreadyExists``, ``Conflict``...)."""
-
-    def __init__(self, code: int, reason: str, message: str, status: dict | None = None):
-        self.code, self.reason, self.status = code, reason, status or {}
-        super().__init__(message or f"HTTP {code} {reason}")
-
-
-class NotFound(ApiError):
-    pass
-
-
-class AlreadyExists(ApiError):
-    pass
-
-
-class Conflict(ApiError):
-    pass
-
-
-class Unreachable(GpuLabError):
-    """No answer from the API server (connection refused, TLS failure, timeout)."""
+__all__ = ["AlreadyExists", "ApiError", "Conflict", "NotFound", "Unreachable", "api_error",
+           "status_error"]
 
 
 def api_error(code: int, http_reason: str, body: bytes) -> ApiError:
