@@ -12,16 +12,12 @@ from typing import Any
 import pandas as pd
 
 from ..sim.explain import Explanation
+from .apiobjects import condition, pod_row
 
 SCHEDULER_EVENTS = ("Scheduled", "FailedScheduling", "Preempted", "Preempting")
 ONLY_THE_SIM_HAS_TABLES = ("per-plugin tables: the sim computes them and the local backend reads "
                            "kube-scheduler's own scores from its log; here only the decision and "
                            "reasons are known")
-
-
-def condition(pod: dict[str, Any], kind: str) -> dict[str, Any]:
-    """The pod's status condition of ``kind`` ({} when it has none)."""
-    return next((c for c in (pod.get("status") or {}).get("conditions") or [] if c.get("type") == kind), {})
 
 
 def event_time(e: dict[str, Any]) -> str:
@@ -32,8 +28,6 @@ def event_time(e: dict[str, Any]) -> str:
 def scheduler_account(client, namespace: str, name: str) -> Explanation:
     """The pod's PodScheduled condition and the scheduler's events about it, oldest first;
     a pending pod without a message of its own gets the last FailedScheduling one."""
-    from .local.session import pod_row  # late: the sessions import this module
-
     obj = client.get("Pod", name, namespace=namespace)
     row = pod_row(obj)
     events = client.list("Event", namespace=namespace,

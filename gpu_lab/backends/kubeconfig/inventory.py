@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,16 +32,13 @@ import pandas as pd
 from ...errors import GpuLabError
 from ...gpus.catalog import get_model
 from ...kube import ApiError, KubeClient
-from ...model.nodepool import node_from_manifest
-from ...model.parse import internal_resources
+from ...model.names import GPU_RESOURCE
+from ..apiobjects import condition, node_row, requested_by_node
 from ..tables import NodeRow, nodes_frame
 from . import OWNED_LABEL
 
 NVIDIA = "nvidia.com/"
-GPU_RESOURCE = "nvidia.com/gpu"
 MIG_RESOURCE_PREFIX = "nvidia.com/mig-"
-POOL_LABEL = "gpulab.dev/pool"
-_TERMINAL = ("Succeeded", "Failed")
 _ACTIVE_PODS = "status.phase!=Succeeded,status.phase!=Failed"
 
 GPU_COLUMNS = [
@@ -93,85 +89,8 @@ def is_gpu_node(node: dict) -> bool:
 
 
 def _ready(node: dict) -> bool | None:
-    for c in (node.get("status") or {}).get("conditions") or []:
-        if c.get("type") == "Ready":
-            return c.get("status") == "True"
-    return None
-
-
-def pod_requests(pod: dict) -> dict[str, int]:
-    """What a pod requests (internal units), the scheduler's way; tolerant of pods the
-    simulator's admission would refuse (they exist on a real cluster all the same)."""
-    from ..local.session import pod_row
-
-    try:
-        return dict(pod_row(pod).requests)
-    except (GpuLabError, KeyError, TypeError, ValueError):
-        pass
-    spec = pod.get("spec") or {}
-
-    def requests(c: dict) -> dict[str, int]:
-        res = c.get("resources") or {}
-        merged = {**(res.get("limits") or {}), **(res.get("requests") or {})}
-        try:
-            return internal_resources(merged)
-        except (GpuLabError, ValueError):
-            return {}
-
-    total: dict[str, int] = {}
-    for c in spec.get("containers") or []:
-        for r, v in requests(c).items():
-            total[r] = total.get(r, 0) + v
-    for c in spec.get("initContainers") or []:
-        for r, v in requests(c).items():
-            total[r] = max(total.get(r, 0), v)
-    try:
-        for r, v in internal_resources(spec.get("overhead")).items():
-            total[r] = total.get(r, 0) + v
-    except (GpuLabError, ValueError):
-        pass
-    return {r: v for r, v in total.items() if v}
-
-
-def requested_by_node(pods: Iterable[dict]) -> dict[str, dict[str, int]]:
-    """Sum of the requests of the non-terminal pods bound to each node (plus ``pods``)."""
-    out: dict[str, dict[str, int]] = {}
-    for p in pods:
-        node = (p.get("spec") or {}).get("nodeName")
-        if not node or (p.get("status") or {}).get("phase") in _TERMINAL:
-            continue
-        acc = out.setdefault(node, {"pods": 0})
-        acc["pods"] += 1
-        for r, v in pod_requests(p).items():
-            acc[r] = acc.get(r, 0) + v
-    return out
-
-
-def node_row(node: dict, requested: dict[str, int] | None = None) -> NodeRow:
-    """An API Node as the shared table row (quantities parsed like the simulator's)."""
-    status = node.get("status") or {}
-    parsed = node_from_manifest(
-        {
-            "apiVersion": "v1",
-            "kind": "Node",
-            "metadata": _meta(node),
-            "spec": node.get("spec") or {},
-            "status": {
-                "capacity": status.get("capacity") or {},
-                "allocatable": status.get("allocatable") or {},
-            },
-        }
-    )
-    return NodeRow(
-        parsed.name,
-        parsed.labels.get(POOL_LABEL),
-        parsed.labels,
-        parsed.taints,
-        parsed.unschedulable,
-        parsed.capacity,
-        parsed.allocatable,
-        dict(requested or {"pods": 0}),
-    )
+    ready = condition(node, "Ready")
+    return ready.get("status") == "True" if ready else None
 
 
 # ------------------------------------------------------------------ GFD labels

@@ -35,26 +35,25 @@ import pandas as pd
 
 from ...errors import GpuLabError
 from ...kube import ApiError, KubeClient, NotFound
+from ...model.names import SYSTEM_NAMESPACES, TERMINAL_PHASES
 from ...model.scenario import load_documents, parse_scenario
 from ...model.validation import is_dns1123_label
 from ...sim.explain import Explanation
 from .. import batch
-from ..account import condition, scheduler_account
+from ..account import scheduler_account
+from ..apiobjects import condition, node_rows, pod_row
 from ..base import Session, Source
-from ..local.session import pod_row
 from ..tables import NodeRow, PodRow
 from ..waiting import wait_settled
 from . import MANAGED_LABEL, OWNED_LABEL
-from .inventory import Inventory, node_row, read_inventory, requested_by_node
+from .inventory import Inventory, read_inventory
 
-SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 WORKLOAD_KINDS = {
     ("v1", "Pod"),
     ("apps/v1", "Deployment"),
     ("apps/v1", "ReplicaSet"),
     ("batch/v1", "Job"),
 }
-_TERMINAL = ("Succeeded", "Failed")
 _SETTLED_REASONS = ("Unschedulable", "SchedulingGated")
 
 
@@ -284,7 +283,7 @@ class KubeconfigSession(Session):
         """Whether the scheduler has finished with a pod: bound, finished, or marked
         unschedulable (or gated) with no preemption under way for it."""
         status = pod.get("status") or {}
-        if status.get("phase") in _TERMINAL or (pod.get("spec") or {}).get("nodeName"):
+        if status.get("phase") in TERMINAL_PHASES or (pod.get("spec") or {}).get("nodeName"):
             return True
         cond = condition(pod, "PodScheduled")
         return cond.get("reason") in _SETTLED_REASONS and not status.get("nominatedNodeName")
@@ -314,9 +313,8 @@ class KubeconfigSession(Session):
             if exc.code != 403:
                 raise
             pods = self._our_pods()  # RBAC: only what we may see
-        requested = requested_by_node(pods)
         nodes = sorted(self.client.list("Node")["items"], key=lambda n: n["metadata"]["name"])
-        return [node_row(n, requested.get(n["metadata"]["name"], {"pods": 0})) for n in nodes]
+        return node_rows(nodes, pods)
 
     def inventory(self, all_nodes: bool = False) -> Inventory:
         """The cluster's GPU nodes: GFD labels, allocatable, MIG state (read-only)."""

@@ -15,7 +15,7 @@ import pandas as pd
 
 from ...kube import KubeClient
 from ...model.quantity import parse_quantity, value
-from ..account import condition
+from ..apiobjects import condition
 from ..sim import JOB_COLUMNS
 from .kueueobjects import admitted, pending_message, seconds, workloads_by_job
 from .kueuescenario import QUEUE_LABEL

@@ -35,7 +35,7 @@ from ...errors import GpuLabError
 from ...kube import ApiError, KubeClient
 from ...model.duration import go_duration_string
 from ...sim.kueue.configuration import parse_configuration, parse_go_duration
-from ..account import condition
+from ..apiobjects import condition
 from .cluster import LocalCluster
 from .kueue import API_GROUP, API_VERSION, enabled, settings
 from .kueuescenario import JOB_UID_LABEL, KUEUE_ORDER, QUEUE_LABEL

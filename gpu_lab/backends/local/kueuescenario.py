@@ -34,11 +34,12 @@ from gpu_lab.errors import GpuLabError
 
 from ...kube import ApiError, KubeClient, NotFound
 from ...model.duration import SUBMIT_AT_ANNOTATION, parse_duration
+from ...model.names import QUEUE_LABEL
 from ...model.scenario import load_documents, parse_scenario
+from ..apiobjects import condition
 from .cluster import LocalCluster
 from .kueue import API_GROUP, API_VERSION, check
 
-QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
 #: creation order of Kueue's own kinds (what a ClusterQueue names exists first)
 KUEUE_ORDER = ("ResourceFlavor", "Topology", "AdmissionCheck", "WorkloadPriorityClass",
@@ -47,13 +48,6 @@ COLUMNS = ["namespace", "name", "queue", "workload", "admitted", "order", "admit
            "cluster_queue", "flavors", "pending_message", "pods_ready", "suspended", "finished"]
 _FIRST = ("Namespace", "PriorityClass")
 _NODES = ("Node", "NodePool")
-
-
-def _condition(obj: dict, type_: str) -> dict:
-    for c in (obj.get("status") or {}).get("conditions") or []:
-        if c.get("type") == type_:
-            return c
-    return {}
 
 
 def _ts(text: str | None) -> float | None:
@@ -83,8 +77,8 @@ def job_outcome(job: dict, workload: dict | None, revision: int | None = None,
                 seen_at: float | None = None, t0: float | None = None) -> dict[str, Any]:
     """One row: what Kueue decided for ``job`` (see the module docstring)."""
     meta = job["metadata"]
-    admitted = _condition(workload or {}, "Admitted")
-    reserved = _condition(workload or {}, "QuotaReserved")
+    admitted = condition(workload or {}, "Admitted")
+    reserved = condition(workload or {}, "QuotaReserved")
     admission = ((workload or {}).get("status") or {}).get("admission") or {}
     flavors: dict[str, str] = {}
     for ps in admission.get("podSetAssignments") or []:
@@ -103,9 +97,9 @@ def job_outcome(job: dict, workload: dict | None, revision: int | None = None,
         "cluster_queue": admission.get("clusterQueue"),
         "flavors": flavors,
         "pending_message": reserved.get("message") if reserved.get("status") == "False" else None,
-        "pods_ready": _condition(workload or {}, "PodsReady").get("status") == "True",
+        "pods_ready": condition(workload or {}, "PodsReady").get("status") == "True",
         "suspended": bool((job.get("spec") or {}).get("suspend")),
-        "finished": _condition(workload or {}, "Finished").get("status") == "True",
+        "finished": condition(workload or {}, "Finished").get("status") == "True",
     }
 
 
@@ -160,7 +154,7 @@ class _AdmissionWatch:
         self._thread.start()
 
     def _see(self, w: dict) -> None:
-        if _condition(w, "Admitted").get("status") != "True":
+        if condition(w, "Admitted").get("status") != "True":
             return
         with self._lock:
             self.seen.setdefault(w["metadata"]["uid"],

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import json
 import time
 from pathlib import Path
 from typing import Any
@@ -22,14 +21,16 @@ from ...errors import GpuLabError
 from ...kube import ApiError
 from ...kubelet import agentprocess
 from ...model import arguments as args
-from ...model.nodepool import MIG_CONFIG_LABEL, node_from_manifest
-from ...model.parse import parse_pod
+from ...model.names import SYSTEM_NAMESPACES
+from ...model.names import TERMINAL_PHASES as _TERMINAL
+from ...model.nodepool import MIG_CONFIG_LABEL
 from ...model.podgroup import API_VERSION as POD_GROUP_API
 from ...model.scenario import load_documents, parse_scenario
 from ...sim.explain import Explanation
 from ...sim.profile import load_scheduler_config
 from .. import batch
-from ..account import condition, scheduler_account
+from ..account import scheduler_account
+from ..apiobjects import condition, node_rows, pod_row
 from ..base import Session, Source
 from ..tables import NodeRow, PodRow
 from ..waiting import wait_settled
@@ -38,12 +39,9 @@ from .cluster import LocalCluster
 from .components import SCHEDULER
 from .kueue import enabled as kueue_enabled
 
-DEVICES_ANNOTATION = "gpulab.dev/devices"
-SYSTEM_NAMESPACES = {"kube-system", "kube-public", "kube-node-lease", "default"}
 ADDON_NAMESPACES = {"kueue-system"}  # installed by `gpu-lab up --with kueue`: reset keeps them
 KUEUE_API = "kueue.x-k8s.io/v1beta2"
 _CLUSTER_SCOPED = {"Namespace", "PriorityClass", "Node"}
-_TERMINAL = ("Succeeded", "Failed")
 #: while waiting, how often to look whether every process the wait needs still runs
 LIVENESS_EVERY_S = 1.0
 #: kube-scheduler's longest pod backoff (podMaxBackoffSeconds): after a change, a pod it gave
@@ -59,40 +57,6 @@ def _event_seconds(event: dict) -> float:
         return dt.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp() if text else 0.0
     except ValueError:
         return 0.0
-
-
-def pod_row(obj: dict) -> PodRow:
-    """An API pod as a table row (requests parsed by the simulator's own admission code)."""
-    meta, spec, status = obj["metadata"], obj.get("spec") or {}, obj.get("status") or {}
-    classes = {}
-    if spec.get("priorityClassName"):
-        classes[spec["priorityClassName"]] = {
-            "value": spec.get("priority", 0),
-            "preemptionPolicy": spec.get("preemptionPolicy"),
-        }
-    pod = parse_pod(obj, priority_classes=classes)
-    devices: dict[str, list[str]] = {}
-    for per in json.loads((meta.get("annotations") or {}).get(DEVICES_ANNOTATION) or "{}").values():
-        for resource, ids in per.items():
-            devices.setdefault(resource, []).extend(ids)
-    scheduled = condition(obj, "PodScheduled")
-    phase = status.get("phase") or "Pending"
-    message = status.get("message") or ""
-    reason = status.get("reason") or ""
-    if phase == "Pending" and scheduled.get("status") == "False":
-        message, reason = scheduled.get("message", ""), scheduled.get("reason", "")
-    return PodRow(
-        meta.get("namespace", "default"),
-        meta["name"],
-        spec.get("nodeName") or None,
-        phase,
-        spec.get("priority", 0),
-        dict(pod.requests),
-        devices,
-        status.get("nominatedNodeName"),
-        reason,
-        message,
-    )
 
 
 class LocalSession(Session):
@@ -349,43 +313,7 @@ class LocalSession(Session):
         return [pod_row(p) for p in self._user_pods()]
 
     def _node_rows(self) -> list[NodeRow]:
-        pods = self._user_pods()
-        rows = []
-        for obj in self.client.list("Node")["items"]:
-            node = node_from_manifest(
-                {
-                    "apiVersion": "v1",
-                    "kind": "Node",
-                    "metadata": obj["metadata"],
-                    "spec": obj.get("spec") or {},
-                    "status": {
-                        "capacity": obj["status"].get("capacity") or {},
-                        "allocatable": obj["status"].get("allocatable") or {},
-                    },
-                }
-            )
-            requested: dict[str, int] = {"pods": 0}
-            for p in pods:
-                if (
-                    p["spec"].get("nodeName") == node.name
-                    and (p.get("status") or {}).get("phase") not in _TERMINAL
-                ):
-                    for k, v in pod_row(p).requests.items():
-                        requested[k] = requested.get(k, 0) + v
-                    requested["pods"] += 1
-            rows.append(
-                NodeRow(
-                    node.name,
-                    node.labels.get("gpulab.dev/pool"),
-                    node.labels,
-                    node.taints,
-                    node.unschedulable,
-                    node.capacity,
-                    node.allocatable,
-                    requested,
-                )
-            )
-        return rows
+        return node_rows(self.client.list("Node")["items"], self._user_pods())
 
 
     def jobs(self) -> pd.DataFrame:
