@@ -17,6 +17,7 @@ Not kube-scheduler's ``internal/cache`` (assumed pods, node infos): the Snapshot
 from __future__ import annotations
 
 from collections.abc import Callable
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 import numpy as np
@@ -48,7 +49,7 @@ def plan(pod: Any, profile: Profile, phase: str) -> tuple[frozenset[str], list]:
     return got
 
 
-def filter_plan(pod: Any, profile: Profile, skipped: set[str], skipped_now: tuple[str, ...]) -> tuple[tuple, list, list]:
+def filter_plan(pod: Any, profile: Profile, skipped: AbstractSet[str], skipped_now: tuple[str, ...]) -> tuple[tuple, list, list]:
     """Split the pod's filter plugins into node-object-only ones (with their keys) and the rest."""
     key = ("filter_plan", profile.token, skipped_now)  # the rest of `skipped` is fixed per pod
     got = pod.memo.get(key)
@@ -83,7 +84,7 @@ class CycleCache:
         self._scores_state: tuple[int, int, int] = (-1, -1, -1)
         self.keep_scores = True  # off: every plugin scores the feasible nodes every cycle
 
-    def node_object_filters(self, ctx: CycleContext, profile: Profile, skipped: set[str],
+    def node_object_filters(self, ctx: CycleContext, profile: Profile, skipped: AbstractSet[str],
                             skipped_now: tuple[str, ...]) -> tuple[np.ndarray, list]:
         """The combined (read-only) mask of the pod's node-object-only filters, and the
         filters left to run this cycle."""

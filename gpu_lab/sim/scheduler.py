@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
+from collections.abc import Set as AbstractSet
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
@@ -268,7 +269,7 @@ class Scheduler:
             return attempt.feasible
         return self._find_nodes_that_pass_filters(ctx, profile, skipped, passes, attempt)
 
-    def _pre_filter(self, ctx: CycleContext, profile: Profile) -> tuple[Status | None, set[str], tuple]:
+    def _pre_filter(self, ctx: CycleContext, profile: Profile) -> tuple[Status | None, AbstractSet[str], tuple]:
         """PreFilter: the first rejection, every plugin that skips, and those that skipped this cycle only."""
         static, ask = plan(ctx.pod, profile, "preFilter")
         skipped_now: tuple[str, ...] = ()
@@ -282,7 +283,7 @@ class Scheduler:
                 return Status(st.code, st.reasons, pl.name), set(static), skipped_now
         return None, static.union(skipped_now), skipped_now
 
-    def _passes(self, ctx: CycleContext, profile: Profile, skipped: set[str],
+    def _passes(self, ctx: CycleContext, profile: Profile, skipped: AbstractSet[str],
                 skipped_now: tuple[str, ...]) -> np.ndarray:
         """Nodes that pass every Filter: the kept node-object filters AND this cycle's others."""
         passes, dynamic = self.cache.node_object_filters(ctx, profile, skipped, skipped_now)
@@ -290,7 +291,7 @@ class Scheduler:
             passes = passes & pl.filter(ctx)
         return passes
 
-    def _find_nodes_that_pass_filters(self, ctx: CycleContext, profile: Profile, skipped: set[str],
+    def _find_nodes_that_pass_filters(self, ctx: CycleContext, profile: Profile, skipped: AbstractSet[str],
                                       passes: np.ndarray, attempt: Attempt) -> np.ndarray:
         """``findNodesThatPassFilters``: the feasible nodes from where the last cycle stopped,
         up to ``numFeasibleNodesToFind``; the rejected ones' reasons in the diagnosis."""
@@ -330,13 +331,13 @@ class Scheduler:
             pct = self.config.percentage_of_nodes_to_score
         return num_feasible_nodes_to_find(pct, n) if profile.phases["score"] else 1
 
-    def _filter_masks(self, ctx: CycleContext, profile: Profile, skipped: set[str]):
+    def _filter_masks(self, ctx: CycleContext, profile: Profile, skipped: AbstractSet[str]):
         """Every filter plugin's own mask, in order: for reasons and explanations."""
         plugins = [p for p in profile.at("filter") if p.name not in skipped]
         masks = [p.filter(ctx) for p in plugins]
         return plugins, masks
 
-    def _record_filters(self, ctx: CycleContext, profile: Profile, skipped: set[str], attempt: Attempt,
+    def _record_filters(self, ctx: CycleContext, profile: Profile, skipped: AbstractSet[str], attempt: Attempt,
                         plugins=None, masks=None) -> None:
         """For explanations: every filter plugin's verdict on every node it rejects."""
         if plugins is None:

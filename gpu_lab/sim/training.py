@@ -37,7 +37,7 @@ class Rendezvous:
     """The rendezvous groups of a session. The session passes callbacks to end pods."""
 
     def __init__(self, finish_at: Callable[[str, float], None], cancel_finish: Callable[[str], None],
-                 fail: Callable[[str, str, str], None], wake_at: Callable[[float, str], None]) -> None:
+                 fail: Callable[[str, str, str], None], wake_at: Callable[[float, str], object]) -> None:
         self._finish_at, self._cancel, self._fail, self._wake_at = finish_at, cancel_finish, fail, wake_at
         self.groups: dict[str, Group] = {}
         self.stranded_gpus = 0

@@ -57,6 +57,7 @@ spares the Filter run for reprieves that cannot fit.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -159,7 +160,7 @@ class _ResourceBound:
         req = pod.requests
         return np.array([1] + [req.get(n, 0) for n in self.names[1:]], dtype=np.int64)
 
-    def fits(self, i: int, freed: list[Pod] = ()) -> bool:
+    def fits(self, i: int, freed: Sequence[Pod] = ()) -> bool:
         if not self.active:
             return True
         snap = self.snap

@@ -79,8 +79,9 @@ class NodeAffinity(Plugin):
         mask = required_node_affinity_mask(ctx.snapshot, ctx.pod)
         if self.added_terms is None:
             return np.ones(len(ctx.snapshot), dtype=bool) if mask is None else mask
+        terms = self.added_terms
         added = self._nodes.get(ctx.snapshot, ("added",), lambda: np.array(
-            [any(t.matches(n.name, n.labels) for t in self.added_terms) for n in ctx.snapshot.nodes], dtype=bool))
+            [any(t.matches(n.name, n.labels) for t in terms) for n in ctx.snapshot.nodes], dtype=bool))
         return added if mask is None else added & mask
 
     def filter_status(self, ctx: CycleContext, i: int) -> Status:

@@ -122,8 +122,8 @@ class NodePorts(Plugin):
                 if ok[i] and conflicts(ips, ip):
                     ok[i] = False
             for i, held in extra.items():
-                ips = held.get((proto, port))
-                if ips and ok[i] and conflicts(ips, ip):
+                nominated = held.get((proto, port))
+                if nominated and ok[i] and conflicts(nominated, ip):
                     ok[i] = False
         return ok
 

@@ -14,12 +14,14 @@ few nodes whose pods changed (tests/sim/test_caches.py).
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from ...framework import MAX_NODE_SCORE, CycleContext, Plugin, Status
 from .scoring import node_rows, offered_everywhere, pod_request, scored_resources, value_readers
 
-DEFAULT_RESOURCES = [{"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1}]
+DEFAULT_RESOURCES: list[dict[str, Any]] = [{"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1}]
 
 
 def _balance2_with_without(b0: np.ndarray, b1: np.ndarray, a0: np.ndarray, a1: np.ndarray,
@@ -84,7 +86,8 @@ class BalancedAllocation(Plugin):
     def __init__(self, args=None, handle=None):
         super().__init__(args, handle)
         res = self.args.get("resources") or DEFAULT_RESOURCES
-        self.resources = [{"name": r["name"], "weight": int(r.get("weight") or 1)} for r in res]
+        self.resources: list[dict[str, Any]] = [
+            {"name": r["name"], "weight": int(r.get("weight") or 1)} for r in res]
         self.resource_weights = tuple((r["name"], r["weight"]) for r in self.resources)
 
     def skips_pre_score(self, pod) -> bool:

@@ -13,6 +13,8 @@ why GPUs are neither spread nor packed by default.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from ....errors import GpuLabError
@@ -33,7 +35,7 @@ from .scoring import (
     weighted_average,
 )
 
-DEFAULT_RESOURCES = [{"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1}]
+DEFAULT_RESOURCES: list[dict[str, Any]] = [{"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1}]
 STRATEGIES = ("LeastAllocated", "MostAllocated", "RequestedToCapacityRatio")
 
 
@@ -57,7 +59,8 @@ class Fit(Plugin):
                 f"supported values: {', '.join(repr(s) for s in STRATEGIES)}"
             )
         resources = strat.get("resources") or DEFAULT_RESOURCES
-        self.resources = [{"name": r["name"], "weight": int(r.get("weight") or 1)} for r in resources]
+        self.resources: list[dict[str, Any]] = [
+            {"name": r["name"], "weight": int(r.get("weight") or 1)} for r in resources]
         self.resource_weights = tuple((r["name"], r["weight"]) for r in self.resources)
         for r in self.resources:
             if not 1 <= r["weight"] <= 100:
