@@ -63,12 +63,6 @@ def evicts(doc: dict) -> bool:
         ((doc.get("spec") or {}).get("taint") or {}).get("effect") == "NoExecute")
 
 
-def bare_pods(client: KubeClient) -> set[str]:
-    """UIDs of pods no controller owns (an evicted one is gone for good)."""
-    return {p["metadata"]["uid"] for p in client.list("Pod")["items"]
-            if not p["metadata"].get("ownerReferences")}
-
-
 def evictions_done(client: KubeClient, names: list[str]) -> bool:
     """Whether kube-controller-manager's device-taint-eviction controller has seen each rule
     (a condition for its generation) and no pod it is evicting is left: none that holds a

@@ -79,7 +79,6 @@ class LocalSession(Session):
         self._kueue_jobs = kueueobjects.KueueJobs(self.client, timeout)  # Jobs Kueue queues
         self.agents: list[Any] = []
         self._created: list[tuple[str, str, str | None]] = []  # (kind, name, namespace)
-        self._expected_pods = 0
         self._custom_scheduler = False
         self._started, self._advanced = time.monotonic(), 0.0
         self._log_mark = (0, 0)  # where this session's part of the scheduler log begins (reset)
@@ -128,7 +127,6 @@ class LocalSession(Session):
         # A scheduler started afresh with the batch queued would pop equal-priority pods in
         # whatever order its initial list delivered them, which differs from run to run.
         evicting = [d["metadata"]["name"] for d in dra_docs if draobjects.evicts(d)]
-        bare = draobjects.bare_pods(self.client) if evicting else set()
         order = {"Namespace": 0, "PriorityClass": 1}
         first = sorted((d for d in docs if d.get("kind") in order), key=lambda d: order[d["kind"]])
         rest = batch.creation_order([d for d in docs if d.get("kind") not in order], sc.pods)
@@ -157,20 +155,29 @@ class LocalSession(Session):
                     created = self._kueue_jobs.create(lambda d, ns=ns: self._create(d, ns), doc)
                 else:
                     created = self._create(doc, ns)
-                    if kind in batch.POD_MAKERS:
-                        self._expected_pods += len(batch.pods_of(doc, sc.pods))
-                        if kind != "Pod":
-                            self._wait(lambda: len(self._user_pods()) >= self._expected_pods,
-                                       "controllers to create pods")
+                    if kind in batch.POD_MAKERS and kind != "Pod":
+                        want = len(batch.pods_of(doc, sc.pods))
+                        self._wait(lambda c=created, ns=ns, want=want: self._pods_made_by(c, ns) >= want,
+                                   f"the {kind} controller to create the pods of {kind.lower()}/{ns}/"
+                                   f"{created['metadata']['name']}")
                 name = created["metadata"]["name"]  # the API server's, for generateName
                 self._created.append((kind, name, ns))
                 refs.append(f"{kind.lower()}/{name if ns is None else ns + '/' + name}")
         if evicting:  # a NoExecute device taint evicts the pods using the devices
             self._wait(lambda: draobjects.evictions_done(self.client, evicting),
                        "the device-taint-eviction controller")
-            self._expected_pods -= len(bare - draobjects.bare_pods(self.client))
-        self._wait(lambda: len(self._user_pods()) >= self._expected_pods, "controllers to create pods")
         return refs
+
+    def _pods_made_by(self, created: dict, ns: str) -> int:
+        """How many pods the controller object ``created`` has now (a Deployment's through its
+        ReplicaSets). Counting by owner, not lab-wide, so a pod preempted for good elsewhere
+        (a bare pod) cannot keep the wait from ending."""
+        owners = {created["metadata"]["uid"]}
+        if created.get("kind") == "Deployment":
+            owners = {rs["metadata"]["uid"] for rs in self.client.list("ReplicaSet", namespace=ns)["items"]
+                      if any(o.get("uid") in owners for o in rs["metadata"].get("ownerReferences") or [])}
+        return sum(1 for p in self.client.list("Pod", namespace=ns)["items"]
+                   if any(o.get("uid") in owners for o in p["metadata"].get("ownerReferences") or []))
 
     def _create(self, doc: dict, ns: str | None) -> dict:
         """Create, retrying while what the same batch just created is not yet in the API
@@ -383,14 +390,12 @@ class LocalSession(Session):
         args.check_name(pod, "delete", "pod")
         ns, name = pod.split("/", 1) if "/" in pod else ("default", pod)
         try:
-            obj = self.client.get("Pod", name, ns)
+            self.client.get("Pod", name, ns)
         except ApiError as err:
             if err.code == 404:
                 raise GpuLabError(f'pods "{name}" not found (namespace {ns})') from None
             raise
         self.client.delete("Pod", name, namespace=ns, grace_period_seconds=0)
-        if not obj["metadata"].get("ownerReferences"):
-            self._expected_pods -= 1  # a bare pod is gone for good; a controller's comes back
         self._wait(lambda: all(p["metadata"]["name"] != name or p["metadata"].get("namespace") != ns
                                for p in self._user_pods()), f'pod "{ns}/{name}" to go')
         self._changed()
@@ -479,7 +484,7 @@ class LocalSession(Session):
                    and not self._pod_groups_left() and not self._user_namespaces()
                    and not draobjects.left(self.client) and not kueueobjects.left(self.client),
                    "the lab to empty")
-        self.agents, self._created, self._expected_pods = [], [], 0
+        self.agents, self._created = [], []
         self._kueue_jobs.reset()
         # also a configuration an earlier session or `gpu-lab up --scenario` left
         if self._custom_scheduler or self.cluster._saved_scheduler_config() is not None:
