@@ -28,8 +28,10 @@ lab: setup
 	  exec $(VENV)/bin/jupyter lab $(LAB_FLAGS) lessons/00_start_here.ipynb; \
 	fi
 
+# mypy reads its settings and the package to check from pyproject.toml's [tool.mypy].
 lint: setup
 	$(PY) -m ruff check gpu_lab tests
+	$(PY) -m mypy
 
 notebooks: setup
 	$(PY) -m pytest -q -p no:randomly --nbval-lax --nbval-current-env lessons
@@ -54,4 +56,4 @@ controlplane: setup
 	$(VENV)/bin/gpu-lab controlplane build
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache .hypothesis
