@@ -60,6 +60,8 @@ class ApiServer:
             controllers.kueue.check(sc.kueue)
 
         refs: list[str] = []
+        if sc.pod_groups or sc.dra or sc.priority_classes or sc.namespaces or new_scheduler is not None:
+            c.wakeups += 1  # what a gate or a plugin waits for may exist now; a new scheduler retries all
         c.pod_groups.update((g.key, g) for g in sc.pod_groups)
         refs += [f"podgroup/{g.key}" for g in sc.pod_groups]
         c.priority_classes.update(sc.priority_classes)

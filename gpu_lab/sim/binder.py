@@ -74,6 +74,7 @@ class Binder:
         c.pending.pop(pod.key, None)
         c.gpus_allocated += pod_gpus(pod)
         c.generation += 1
+        c.bound.append(pod)
         if self.controllers.pod_started(rec):
             return  # a rendezvous decides when it ends
         seconds = _duration(pod)
@@ -91,6 +92,7 @@ class Binder:
         """The kubelet refused the pod: it fails on that node."""
         c = self.cluster
         rec.node, rec.phase, rec.reason, rec.message = node, "Failed", reason, message
+        c.wakeups += 1  # its nomination and reservation are gone
         c.scheduler.forget_nomination(rec.pod)
         c.pending.pop(rec.pod.key, None)
         rec.end_time = c.now
@@ -143,6 +145,7 @@ class Binder:
             c.running_on.get(rec.node, {}).pop(rec.pod.key, None)
             c.gpus_allocated -= pod_gpus(rec.pod)
             c.generation += 1
+            c.wakeups += 1  # a pod left a node: room, spread and anti-affinity may change
             self.controllers.pod_stopped(rec)
         c.pending.pop(rec.pod.key, None)
         if rec.end_time is None or rec.phase in ("Pending", "Running"):

@@ -37,6 +37,10 @@ class PodRecord:
     attempts: int = 0
     attempt: Attempt | None = None
     unschedulable_plugins: set[str] = field(default_factory=set)
+    # where the cluster stood at its last attempt (queue.py: whether an event since may help)
+    tried_at: float = 0.0
+    tried_wakeups: int = 0
+    tried_bound: int = 0
     created_at: float = 0.0
     owner: Controller | None = None  # the controller that manages the pod
     owner_key: str | None = None
@@ -76,6 +80,12 @@ class Cluster:
         self.gpus_allocated = 0
         self.fleet: tuple[int, int, float] | None = None  # gpu nodes, GPUs, $/h (cached)
         self.generation = 0  # bumped by every node change and every pod created, bound or freed
+        # Events for the scheduling queue (queue.py): ``wakeups`` counts those that may help any
+        # unschedulable pod (a pod left a node, a node came, went or changed, objects a gate
+        # waits for appeared, a new scheduler configuration); ``bound`` lists the pods bound, in
+        # order, for the hints of plugins that a new pod on a node may satisfy.
+        self.wakeups = 0
+        self.bound: list[Pod] = []
 
     def pods_on(self, node: str) -> list[Pod]:
         return list(self.running_on.get(node, {}).values())

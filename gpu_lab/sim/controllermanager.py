@@ -123,7 +123,10 @@ class ControllerManager:
         """Every controller reconciles what changed; True when anything did."""
         changed = False
         for c in self.controllers:
-            changed = c.sync() or changed
+            if c.sync():
+                changed = True
+                if c.frees_resources:
+                    self.cluster.wakeups += 1
         return changed
 
     def pod_started(self, rec: PodRecord) -> bool:

@@ -140,6 +140,7 @@ class Kubelets:
         n.capacity.update(dm.capacity())
         n.allocatable.update(dm.allocatable())
         self.cluster.snapshot.touch_nodes()
+        self.cluster.wakeups += 1  # a node update: allocatable may have grown
 
     def sync_expired(self) -> None:
         """After the clock moved: nodes whose grace periods ran out report their new capacity."""

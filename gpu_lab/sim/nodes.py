@@ -30,6 +30,7 @@ class Nodes:
             self.kubelets.start(n)
         c.nodes_changed()
         c.generation += 1  # the autoscaler looks again: pods may now move
+        c.wakeups += 1
 
     def remove(self, name: str, reason: str) -> list[str]:
         """Drain and delete a node: its running pods are evicted; returns their keys."""
@@ -43,6 +44,7 @@ class Nodes:
         self.kubelets.stop(name)
         c.nodes_changed()
         c.generation += 1
+        c.wakeups += 1
         return evicted
 
     def relabel(self, node: str, labels: dict[str, str | None], evict: bool) -> list[str]:
@@ -75,8 +77,10 @@ class Nodes:
         current.labels = new_labels
         c.nodes[node] = current
         c.nodes_changed()
+        c.wakeups += 1
         return evicted
 
     def cordon(self, node: str, unschedulable: bool = True) -> None:
         self.cluster.nodes[node].unschedulable = unschedulable
         self.cluster.snapshot.touch_nodes()
+        self.cluster.wakeups += 1

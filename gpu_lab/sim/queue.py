@@ -98,6 +98,10 @@ class PermitTimer:
 PERMIT_TIMER = PermitTimer()
 
 
+#: podMaxInUnschedulablePodsDuration: a pod this long in unschedulablePods is retried anyway
+FLUSH_AFTER_S = 300.0
+
+
 class SchedulingQueue:
     """The pending pods of a cluster, as each pass over the queue sees them."""
 
@@ -108,6 +112,29 @@ class SchedulingQueue:
         """Pods waiting for a node: not bound, no spec.nodeName, no scheduling gate."""
         return [r for r in self.cluster.pending.values() if r.phase == "Pending" and r.node is None
                 and not r.pod.node_name and not r.pod.raw.get("spec", {}).get("schedulingGates")]
+
+    def worth_trying(self, rec: PodRecord) -> bool:
+        """Whether a pass tries ``rec``: a new pod, yes; one found unschedulable earlier only
+        when an event since may help it (queueinghints.py), or once it has waited five
+        minutes (the queue's periodic flush). A pod's own message describes its last
+        attempt, as on a real cluster, instead of being refreshed by every pass."""
+        c = self.cluster
+        if rec.attempts == 0 or not rec.unschedulable_plugins or rec.nominated_node is not None:
+            return True
+        if pod_group_name(rec.pod) or "GangScheduling" in rec.unschedulable_plugins:
+            return True  # its group's membership decides; kept whole
+        if c.wakeups > rec.tried_wakeups or c.now - rec.tried_at >= FLUSH_AFTER_S:
+            return True
+        if rec.unschedulable_plugins & hints.ASSIGNED_POD_ADD:
+            profile = c.scheduler.config.profile_for(rec.pod.scheduler_name)
+            return any(hints.assigned_pod_added(rec.unschedulable_plugins, rec.pod, added, profile)
+                       for added in c.bound[rec.tried_bound:])
+        return False
+
+    @staticmethod
+    def tried(c: Cluster, rec: PodRecord) -> None:
+        """Note where the cluster stood when ``rec`` was tried."""
+        rec.tried_at, rec.tried_wakeups, rec.tried_bound = c.now, c.wakeups, len(c.bound)
 
     def dra_gated(self, rec: PodRecord) -> bool:
         """DynamicResources' PreEnqueue: a pod whose ResourceClaims do not exist stays out of the

@@ -25,7 +25,7 @@ class SchedulingLoop:
     def run(self) -> None:
         """One pass over the queue: every pending pod gets its cycle (more than one when room is made)."""
         c, queue = self.cluster, self.queue
-        pending = [r for r in queue.pending() if not queue.dra_gated(r)]
+        pending = [r for r in queue.pending() if queue.worth_trying(r) and not queue.dra_gated(r)]
         gangs = queue.pod_group_queue(pending)  # None: no pod names a PodGroup (the usual case)
         if gangs is not None:
             pending = [r for r in pending if r.pod.key not in gangs.gated]
@@ -51,6 +51,7 @@ class SchedulingLoop:
                 continue
             attempt = c.scheduler.schedule_one(rec.pod)
             rec.attempts += 1
+            queue.tried(c, rec)
             rec.attempt = attempt if c.record else None
             if attempt.node is not None:
                 self.binder.bind(rec, attempt.node)
@@ -98,6 +99,7 @@ class SchedulingLoop:
         by_key = {r.pod.key: r for r in members}
         for rec in members:
             rec.attempts += 1
+            SchedulingQueue.tried(c, rec)
         if c.record:
             for a in result.attempts:
                 by_key[a.pod.key].attempt = a

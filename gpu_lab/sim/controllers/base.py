@@ -60,6 +60,10 @@ class Cluster(Protocol):
 class Controller:
     """A controller: told about its pods' ends, asked to reconcile what changed."""
 
+    #: a change it makes may help an unschedulable pod (it frees what pods wait for), so the
+    #: scheduling queue retries them; creating pods is not such a change
+    frees_resources = False
+
     def __init__(self, cluster: Cluster) -> None:
         self.cluster = cluster
         self._dirty: set[str] = set()

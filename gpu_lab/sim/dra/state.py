@@ -355,6 +355,8 @@ class DraController(Controller):
     """The resourceclaim controller's cleanup and the device taint eviction controller, as one
     level-triggered controller of the sim session (``_Cluster`` is its view of the session)."""
 
+    frees_resources = True  # deallocated claims free devices
+
     def __init__(self, cluster: Any, snapshot: Any) -> None:
         super().__init__(cluster)
         self.snapshot = snapshot
