@@ -65,3 +65,30 @@ def test_spread_hint_needs_a_matching_label_in_the_namespace():
     assert hints.assigned_pod_added({"PodTopologySpread"}, w, x, profile)
     assert not hints.assigned_pod_added({"PodTopologySpread"}, w, y, profile)
     assert not hints.assigned_pod_added({"NodeResourcesFit"}, w, x, profile)  # no hint for an add
+
+
+def _attempts(lab, name: str) -> int:
+    return lab._sim.cluster.records[f"default/{name}"].attempts
+
+
+def test_across_passes_a_new_pod_is_no_event_but_a_pod_leaving_is():
+    lab = gpu_lab.connect("sim")
+    lab.apply(NODE + pod("big", {"app": "big"}, "5"))
+    lab.schedule()
+    assert _attempts(lab, "big") == 1
+    lab.apply(pod("small", {"app": "small"}, "1"))  # a new pod binds: NodeResourcesFit has no hint for it
+    pods = lab.schedule().set_index("name")
+    assert pods.loc["small", "phase"] == "Running" and _attempts(lab, "big") == 1
+    lab.delete("small")  # an assigned pod deleted: room may have been made
+    lab.schedule()
+    assert _attempts(lab, "big") == 2
+
+
+def test_a_pod_waiting_five_minutes_is_tried_again_without_an_event():
+    lab = gpu_lab.connect("sim")
+    lab.apply(NODE + pod("big", {"app": "big"}, "5"))
+    lab.schedule()
+    lab.advance(299)
+    assert _attempts(lab, "big") == 1
+    lab.advance(2)  # podMaxInUnschedulablePodsDuration (5 min) has passed
+    assert _attempts(lab, "big") == 2
