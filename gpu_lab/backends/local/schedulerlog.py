@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from ...model.names import DEFAULT_SCHEDULER
 from ...sim.explain import Explanation
 from ..account import ONLY_THE_SIM_HAS_TABLES
 
@@ -257,7 +258,7 @@ def explained(account: Explanation, attempt: Attempt | None, weights: dict[str, 
 def profile_weights(config: dict, scheduler_name: str) -> dict[str, int]:
     """Score weights of the profile named ``scheduler_name`` in a completed configuration."""
     for profile in config.get("profiles") or []:
-        if (profile.get("schedulerName") or "default-scheduler") == scheduler_name:
+        if (profile.get("schedulerName") or DEFAULT_SCHEDULER) == scheduler_name:
             return score_weights(profile)
     return {}
 

@@ -21,7 +21,7 @@ from ...errors import GpuLabError
 from ...kube import ApiError
 from ...kubelet import agentprocess
 from ...model import arguments as args
-from ...model.names import SYSTEM_NAMESPACES
+from ...model.names import DEFAULT_SCHEDULER, SYSTEM_NAMESPACES
 from ...model.names import TERMINAL_PHASES as _TERMINAL
 from ...model.nodepool import MIG_CONFIG_LABEL
 from ...model.podgroup import API_VERSION as POD_GROUP_API
@@ -340,7 +340,7 @@ class LocalSession(Session):
         if attempt is None:
             return account
         weights = schedulerlog.profile_weights(self.cluster.effective_scheduler_config(),
-                                               account.profile or "default-scheduler")
+                                               account.profile or DEFAULT_SCHEDULER)
         nodes = sorted(n["metadata"]["name"] for n in self.client.list("Node")["items"])
         return schedulerlog.explained(account, attempt, weights, nodes)
 
