@@ -36,6 +36,7 @@ def requests_and_mappings(pod: Pod, resources: dict[str, int], class_of: Callabl
         if cls is None:
             continue
         longest: ClaimRequest | None = None
+        longest_count = 0
         short: list[tuple[str, str]] = []
         for i, c in enumerate(containers):
             count = c.requests.get(resource, 0)
@@ -45,8 +46,8 @@ def requests_and_mappings(pod: Pod, resources: dict[str, int], class_of: Callabl
             req = ClaimRequest(name, exactly=Request(name, cls.name, (), EXACT_COUNT, count))
             if i < n_init:
                 short.append((c.name, name))
-                if longest is None or longest.exactly.count < count:
-                    longest = req
+                if longest is None or longest_count < count:
+                    longest, longest_count = req, count
                 continue
             requests.append(req)
             mappings.append((c.name, resource, name))

@@ -151,6 +151,7 @@ class _Checker:
                 return DEVICE
             return self.error(node, f"undeclared reference to '{node.value}' (in container '')")
         if node.op == "select":
+            assert node.target is not None  # the parser gives every select node its operand
             return self.select(node, self.check(node.target))
         if node.op == "list":
             elems = [self.check(a) for a in node.args]
@@ -216,7 +217,9 @@ class _Checker:
         if len(node.args) != 1 or node.args[0].op != "select":
             pos = node.args[0] if node.args else node
             raise _MacroError(SyntaxIssue(pos.pos, "invalid argument to has() macro"))
-        self.check(node.args[0].target)
+        target = node.args[0].target
+        assert target is not None  # the parser gives every select node its operand
+        self.check(target)
         return "bool"
 
 
@@ -408,6 +411,7 @@ class _Evaluator:
         if op == "ident":
             return self.device
         if op == "select":
+            assert node.target is not None  # the parser gives every select node its operand
             operand = self.eval(node.target)
             if isinstance(operand, _DefaultMap) or node.value in operand:
                 return operand[node.value]
@@ -419,6 +423,7 @@ class _Evaluator:
         name = node.value
         if name == "has":
             sel = node.args[0]
+            assert sel.target is not None  # the checker let has() through only on a select node
             return sel.value in self.eval(sel.target)
         if name in ("_&&_", "_||_"):
             return self.logical(name == "_&&_", node.args)

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NoReturn
 
 EXPR_START = ("{'[', '{', '(', '.', '-', '!', 'true', 'false', 'null', NUM_FLOAT, NUM_INT, "
               "NUM_UINT, STRING, BYTES, IDENTIFIER}")
@@ -90,7 +90,7 @@ def _scan_string(text: str, i: int) -> tuple[int, Any, str] | int:
     triple = text.startswith(quote * 3, j)
     delim = quote * 3 if triple else quote
     j += len(delim)
-    out = []
+    out: list[str] = []
     while True:
         if j >= len(text):
             return j
@@ -164,7 +164,9 @@ def tokenize(text: str) -> tuple[list[Token], list[SyntaxIssue]]:
                 tokens.append(Token("INT", digits, i, number))
                 i = m.end()
             continue
-        prefix = re.match(r"[rR]?[bB]?|[bB]?[rR]?", text[i:i + 2]).group()
+        prefix_match = re.match(r"[rR]?[bB]?|[bB]?[rR]?", text[i:i + 2])
+        assert prefix_match is not None  # every alternative may match the empty string
+        prefix = prefix_match.group()
         if i + len(prefix) < n and text[i + len(prefix)] in "'\"" and (prefix or c in "'\""):
             got = _scan_string(text, i)
             if isinstance(got, int):
@@ -218,7 +220,7 @@ class _Parser:
     def peek(self, k: int = 1) -> Token:
         return self.toks[min(self.i + k, len(self.toks) - 1)]
 
-    def fail(self, token: Token, message: str):
+    def fail(self, token: Token, message: str) -> NoReturn:
         self.issues.append(SyntaxIssue(token.pos, f"Syntax error: {message}"))
         raise _Stop
 

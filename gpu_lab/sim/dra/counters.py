@@ -17,7 +17,7 @@ from fractions import Fraction
 from .objects import Device
 from .pools import Pool
 
-Counters = dict[str, dict[str, Fraction]]  # counter set -> counter -> amount
+Counters = dict[str, dict[str, Fraction | int]]  # counter set -> counter -> amount (whole ones as ints)
 
 
 def available(pool: Pool, allocated: set[tuple[str, str, str]]) -> Counters:

@@ -144,7 +144,7 @@ class Claim:
 @dataclass(frozen=True)
 class CounterUse:
     counter_set: str
-    counters: tuple[tuple[str, Fraction], ...]
+    counters: tuple[tuple[str, Fraction | int], ...]  # whole amounts as ints (validation._counter)
 
 
 @dataclass
@@ -173,7 +173,7 @@ class ResourceSlice:
     all_nodes: bool = False
     node_selector: dict | None = None
     devices: list[Device] = field(default_factory=list)
-    shared_counters: dict[str, dict[str, Fraction]] = field(default_factory=dict)
+    shared_counters: dict[str, dict[str, Fraction | int]] = field(default_factory=dict)  # as CounterUse
 
 
 @dataclass

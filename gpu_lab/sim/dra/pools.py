@@ -28,7 +28,7 @@ class Pool:
     invalid: str = ""  # why the pool is invalid, "" when it is fine
     slices: list[ResourceSlice] = field(default_factory=list)  # device slices for this node, by name
     other_slices: list[ResourceSlice] = field(default_factory=list)  # same pool, other nodes
-    counter_sets: dict[str, dict[str, Fraction]] = field(default_factory=dict)
+    counter_sets: dict[str, dict[str, Fraction | int]] = field(default_factory=dict)
 
     @property
     def id(self) -> str:

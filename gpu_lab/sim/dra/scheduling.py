@@ -99,7 +99,8 @@ class PodDra:
 
     def on_node(self, node: Node) -> NodeResult:
         """Filter for one node; raises ``AllocatorError`` to abort the attempt."""
-        extended, mappings = None, []
+        extended: ClaimSpec | None = None
+        mappings: list[tuple[str, str, str]] = []
         if self.extended:
             delegated = {}
             for r, v in self.extended.items():

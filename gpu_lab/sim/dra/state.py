@@ -99,7 +99,7 @@ class DraState:
         seen: set[tuple[str, str]] = set()
         created = self.created
         for doc in docs:
-            kind = doc.get("kind")
+            kind: str = doc["kind"]  # admit passes only documents of a DRA kind
             if kind == "DeviceClass":
                 record: Any = validation.device_class(doc, created)
                 created += 1
@@ -123,9 +123,9 @@ class DraState:
                 record = validation.resource_slice(doc)
                 key = record.name
                 exists = any(s.name == key for s in self.user_slices)
-            ns = getattr(record, "namespace", None)
-            if ns is not None and ns not in namespaces:
-                raise GpuLabError(f'namespaces "{ns}" not found')
+            record_ns = getattr(record, "namespace", None)
+            if record_ns is not None and record_ns not in namespaces:
+                raise GpuLabError(f'namespaces "{record_ns}" not found')
             if exists or (kind, key) in seen:
                 raise GpuLabError(f'{RESOURCES[kind]} "{key.rsplit("/", 1)[-1]}" already exists')
             seen.add((kind, key))

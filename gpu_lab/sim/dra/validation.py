@@ -45,7 +45,7 @@ _SELECTORS = [{"cel": {"expression": str}}]
 _CAPACITY_REQ = {"requests": _ANY}
 _REQUEST_BODY = {"deviceClassName": str, "selectors": _SELECTORS, "allocationMode": str, "count": int,
                  "adminAccess": bool, "tolerations": [_TOLERATION], "capacity": _CAPACITY_REQ}
-_CLAIM_SPEC = {"devices": {
+_CLAIM_SPEC: dict[str, Any] = {"devices": {
     "requests": [{"name": str, "exactly": _REQUEST_BODY,
                   "firstAvailable": [{"name": str, **{k: t for k, t in _REQUEST_BODY.items() if k != "adminAccess"}}]}],
     "constraints": [{"requests": [str], "matchAttribute": str, "distinctAttribute": str}],
@@ -317,7 +317,7 @@ def device_class(doc: dict, created: int) -> DeviceClass:
     return DeviceClass(_meta(doc)["name"], selectors, ern, created)
 
 
-def _taint(raw: dict, path: str, errs: list[str]) -> DeviceTaint:
+def _taint(raw: dict | None, path: str, errs: list[str]) -> DeviceTaint:
     raw = raw or {}
     key, value, effect = raw.get("key") or "", raw.get("value") or "", raw.get("effect") or ""
     if not key:
