@@ -65,10 +65,13 @@ class KueueController(Controller):
         """Kueue's Job webhook suspended the Job at creation; its Workload is queued now."""
         raw = copy.deepcopy(record["raw"])
         raw.setdefault("metadata", {})["namespace"] = record["namespace"]
-        spec = job_workload(raw, created=self.cluster.now, uid=record["uid"], config=self.model.config,
+        model = self.model
+        assert model is not None  # submit follows manages(), true only with a model
+        spec = job_workload(raw, created=self.cluster.now, uid=record["uid"], config=model.config,
                             priority_classes=self.cluster.priority_classes())
+        assert spec is not None  # manages() saw the queue-name label, so Kueue makes a Workload
         key = f"{record['namespace']}/{record['name']}"
-        self.model.submit(spec, self.cluster.now)
+        model.submit(spec, self.cluster.now)
         self._workload_of[key] = spec.key
         self._open.add(key)
         self._templates[key] = copy.deepcopy(record["template"])
@@ -128,6 +131,8 @@ class KueueController(Controller):
 
     def _report(self, now: float) -> bool:
         """Tell the model what the Jobs did: all pods running (PodsReady), or finished."""
+        model = self.model
+        assert model is not None  # sync returns before reporting when there is no model
         told = False
         for key in list(self._admitted):
             job = self.jobs.jobs[key]
@@ -135,13 +140,13 @@ class KueueController(Controller):
                 continue
             running = sum(1 for pod in job.active if self.cluster.pod_phase(pod) == "Running")
             if job.active and running == len(job.active) >= job.wanted_active():
-                self.model.pods_ready(self._workload_of[key], now)
+                model.pods_ready(self._workload_of[key], now)
                 self._admitted.discard(key)
                 told = True
         for key in [k for k in self._open if self.jobs.jobs[k].finished]:
             self._open.discard(key)
             self._admitted.discard(key)
-            self.model.finish(self._workload_of[key], now, succeeded=self.jobs.jobs[key].complete)
+            model.finish(self._workload_of[key], now, succeeded=self.jobs.jobs[key].complete)
             told = True
         return told
 

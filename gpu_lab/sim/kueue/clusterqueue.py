@@ -203,7 +203,7 @@ def _build(name: str, spec: dict, cohort_field: str) -> ClusterQueue:
     p = spec.get("preemption") or {}
     b = p.get("borrowWithinCohort") or {}
     f = spec.get("flavorFungibility") or {}
-    legacy = {"Borrow": MAY_STOP_SEARCH, "Preempt": MAY_STOP_SEARCH}
+    legacy: dict[str | None, str] = {"Borrow": MAY_STOP_SEARCH, "Preempt": MAY_STOP_SEARCH}  # keyed by what YAML gave
     return ClusterQueue(
         name=name,
         resource_groups=tuple(groups),

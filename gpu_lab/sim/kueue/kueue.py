@@ -9,6 +9,7 @@ quota once the Job is stopped, the PodsReady timeout and its requeue backoff, fi
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
@@ -148,7 +149,7 @@ class Kueue:
         """When ``schedule`` must run next even if nothing else happens: the earliest PodsReady
         deadline or end of a requeue backoff; None when no timer is running."""
         times = list(self._deadlines.values())
-        times += [self.by_key[k].requeue_at for k in self._backing_off if self.by_key[k].requeue_at is not None]
+        times += [t for k in self._backing_off if (t := self.by_key[k].requeue_at) is not None]
         return min(times) if times else None
 
     # ------------------------------------------------------------------ what the caller reads
@@ -358,7 +359,7 @@ class Kueue:
         self.version += 1
         for name in self.snap.members(cq):
             target = self.config.cluster_queues[name]
-            self.queues[name].retry_inadmissible(now, lambda w, target=target: self.namespace_matches(w, target))
+            self.queues[name].retry_inadmissible(now, functools.partial(self.namespace_matches, cq=target))
 
     def _unset_quota(self, wl: Workload, reason: str, message: str, now: float) -> None:
         """``UnsetQuotaReservationWithCondition``; a changed message becomes a ``Pending``."""

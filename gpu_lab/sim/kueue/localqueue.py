@@ -47,4 +47,5 @@ def parse_priority_class(doc: dict) -> WorkloadPriorityClass:
     if doc.get("description") is not None:
         s.wrong_type("description", doc["description"], "string")
     check("WorkloadPriorityClass", name, s.result())
+    assert value is not None  # check() raised on the required value
     return WorkloadPriorityClass(name, int(value), str(doc.get("description") or ""))

@@ -52,7 +52,9 @@ def heads(k: Kueue) -> list[Workload]:
             continue
         head = q.head()
         if head is not None and head.evaluated != k.version:
-            out.append(q.pop())
+            popped = q.pop()
+            assert popped is not None  # the queue holds the head just read
+            out.append(popped)
     return out
 
 
@@ -165,7 +167,11 @@ def _shape(wl: Workload, cq: ClusterQueue) -> tuple:
 def _fits(snap: Snapshot, e: Entry, preempted: dict[str, Workload]) -> bool:
     """``fits``: with this cycle's preemptions and the entry's own targets gone."""
     gone = {**preempted, **{t.workload.key: t.workload for t in e.targets}}
-    present = [wl for wl in gone.values() if wl.key in snap.workloads[wl.admission.cluster_queue]]
+    present = []
+    for wl in gone.values():
+        assert wl.admission is not None  # preemption targets are admitted workloads
+        if wl.key in snap.workloads[wl.admission.cluster_queue]:
+            present.append(wl)
     for wl in present:
         snap.remove_workload(wl)
     ok = snap.fits(e.cq.name, e.assignment.usage)
