@@ -90,7 +90,7 @@ from __future__ import annotations
 import copy
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, NoReturn, overload
 
 from ..errors import GpuLabError, InvalidObject
 from ..gpus.catalog import get_model
@@ -194,7 +194,9 @@ def node_pool(raw: dict[str, Any]) -> PoolNodes:
     """Validate a ``NodePool`` document (every error at once) and return it as a node factory."""
     if not isinstance(raw, dict):
         raise GpuLabError("NodePool: the document must be a mapping")
-    meta = raw.get("metadata") if isinstance(raw.get("metadata"), dict) else {}
+    meta = raw.get("metadata")
+    if not isinstance(meta, dict):
+        meta = {}
     name = meta.get("name")
     if not name:
         raise GpuLabError("NodePool: metadata.name: Required value")
@@ -223,6 +225,14 @@ def expand_node_pool(raw: dict[str, Any], max_devices: int | None = None) -> lis
                 f"{per_node * pool.count} GPU devices; the simulator holds at most {max_devices} more"])
         return [first] + [pool.node(i) for i in range(1, pool.count)]
     return []
+
+
+@overload
+def spec_duration(value: Any, *, never: Literal[False] = False) -> float: ...
+
+
+@overload
+def spec_duration(value: Any, *, never: bool) -> float | None: ...
 
 
 def spec_duration(value: Any, *, never: bool = False) -> float | None:
@@ -347,7 +357,7 @@ class _Pool:
     def record(self, field: str, message: str) -> None:
         self.errors.append(f"{field}: {message}")
 
-    def fail(self, field: str, message: str):
+    def fail(self, field: str, message: str) -> NoReturn:
         """Record an error and stop the check in progress (``check`` resumes with the next field)."""
         self.record(field, message)
         raise _Stop
@@ -608,7 +618,9 @@ class _Pool:
 
     def check_plugin_starts(self) -> None:
         """Refuse layouts the device plugin would refuse, rather than build a broken node."""
-        enabled = [(g, lay) for g, lay in enumerate(self.mig_layouts) if lay is not None]
+        layouts = self.mig_layouts
+        assert layouts is not None  # read_mig calls this once it has resolved the layouts
+        enabled = [(g, lay) for g, lay in enumerate(layouts) if lay is not None]
         if not enabled:
             return
         field = "spec.devicePlugin.flags.migStrategy"
@@ -623,7 +635,7 @@ class _Pool:
         if self.mig_strategy == "single":
             kinds = sorted({p for _, lay in enabled for p in lay})
             if len(enabled) < self.gpus:
-                off = next(g for g, lay in enumerate(self.mig_layouts) if lay is None)
+                off = next(g for g, lay in enumerate(layouts) if lay is None)
                 self.fail(field, f'single: config "{self.mig_config}" leaves GPU {off} without MIG; '
                           "every GPU must have MIG enabled with one profile (use mixed)")
             if len(kinds) > 1:
@@ -689,7 +701,9 @@ def node_from_manifest(raw: dict[str, Any]) -> Node:
     """
     if not isinstance(raw, dict):
         raise GpuLabError("Node: the document must be a mapping")
-    meta = raw.get("metadata") if isinstance(raw.get("metadata"), dict) else {}
+    meta = raw.get("metadata")
+    if not isinstance(meta, dict):
+        meta = {}
     name = meta.get("name")
     if not name:
         raise GpuLabError("Node: metadata.name: Required value")

@@ -88,19 +88,20 @@ class Consolidator:
             candidates.append(node)
 
         def allowed(node: NodeState) -> bool:
-            if budget[node.pool] <= 0:
+            pool = _pool(node)
+            if budget[pool] <= 0:
                 self.status[node.name] = NodeStatus(node.name, "DisruptionBlocked",
                                                     "No allowed disruptions due to blocking budget")
                 return False
-            if size[node.pool] <= groups[node.pool].min_count:
+            if size[pool] <= groups[pool].min_count:
                 self.status[node.name] = NodeStatus(node.name, "NodeGroupMinSizeReached",
-                                                    f"nodepool {node.pool} is at minCount")
+                                                    f"nodepool {pool} is at minCount")
                 return False
             return True
 
         def take_slot(node: NodeState) -> None:
-            budget[node.pool] -= 1
-            size[node.pool] -= 1
+            budget[_pool(node)] -= 1
+            size[_pool(node)] -= 1
 
         busy: list[NodeState] = []
         for node in candidates:  # Emptiness
@@ -138,7 +139,7 @@ class Consolidator:
             take_slot(node)
             new = name_node(group.name)
             evict = tuple(p.key for p in node.pods if not p.daemonset)
-            rep = Replacement(node.name, node.pool, now + group.provisioning_delay, evict)
+            rep = Replacement(node.name, _pool(node), now + group.provisioning_delay, evict)
             self.replacing[node.name] = rep
             self.status[node.name] = NodeStatus(node.name, "Replacing", f"{new} of nodepool {group.name} "
                                                 f"replaces it at {rep.ready_at:g}s")
@@ -155,7 +156,7 @@ class Consolidator:
 
     def _delete(self, node: NodeState, how: str, evict: tuple[str, ...]) -> list:
         self.status[node.name] = NodeStatus(node.name, "Removed", f"Disrupting Node: {how}")
-        return _delete(node.name, node.pool, how, evict)
+        return _delete(node.name, _pool(node), how, evict)
 
     def _budget(self, nodes: int) -> int:
         """The most restrictive budget; percentages of the pool's nodes round up, as Karpenter's
@@ -177,11 +178,12 @@ class Consolidator:
 
 def _cheaper_home(node: NodeState, groups: Mapping[str, NodeGroup], fits: Fits) -> NodeGroup | None:
     """The cheapest pool, cheaper than ``node``'s, one of whose new nodes holds all of its pods."""
-    price = groups[node.pool].price_per_hour
+    price = groups[_pool(node)].price_per_hour
     if price is None:
         return None
     pods = [p for p in node.pods if not p.daemonset]
-    best = None
+    best: NodeGroup | None = None
+    best_price = price  # only pools cheaper than the node's qualify, so the first that fits wins
     for group in sorted(groups.values(), key=lambda g: g.name):
         if group.price_per_hour is None or group.price_per_hour >= price:
             continue
@@ -192,9 +194,15 @@ def _cheaper_home(node: NodeState, groups: Mapping[str, NodeGroup], fits: Fits) 
                 ok = False
                 break
             take(free, pod.requests)
-        if ok and (best is None or group.price_per_hour < best.price_per_hour):
-            best = group
+        if ok and group.price_per_hour < best_price:
+            best, best_price = group, group.price_per_hour
     return best
+
+
+def _pool(node: NodeState) -> str:
+    """A candidate's NodeGroup: ``plan`` considers only nodes whose pool is an autoscaled group."""
+    assert node.pool is not None
+    return node.pool
 
 
 def _delete(name: str, pool: str, how: str, evict: tuple[str, ...]) -> list:

@@ -76,7 +76,7 @@ class ScaleDownPlanner:
         self.status = {}
         drains: dict[str, tuple[list[PodState], str | None]] = {}
         for n in nodes:
-            if n.pool not in groups:
+            if n.pool is None or n.pool not in groups:
                 self.status[n.name] = NodeStatus(n.name, "NotAutoscaled", f"Node {n.name} is not autoscaled")
             elif targets.get(n.pool, 0) <= groups[n.pool].min_count:
                 self.status[n.name] = NodeStatus(
@@ -92,9 +92,9 @@ class ScaleDownPlanner:
         since: dict[str, float] = {}
         # CA's Planner.unneededNodesLimit: last loop's unneeded nodes plus 2 x --max-scale-down-parallelism,
         # at most what the removals could keep up with (parallelism x unneeded time / loop, plus one batch)
-        n = spec.max_scale_down_parallelism
+        parallelism = spec.max_scale_down_parallelism
         loops = max(int(spec.scale_down_unneeded_time // spec.scan_interval), 1)
-        limit = min(len(self.since) + 2 * n, n * loops + n)
+        limit = min(len(self.since) + 2 * parallelism, parallelism * loops + parallelism)
         for node in managed:
             name = node.name
             if len(since) >= limit:
@@ -137,7 +137,7 @@ class ScaleDownPlanner:
         return max(last_scale_up + self.spec.scale_down_delay_after_add,
                    last_delete + self.spec.scale_down_delay_after_delete)
 
-    def remove(self, now: float, groups: Mapping[str, NodeGroup], pools: Mapping[str, str],
+    def remove(self, now: float, groups: Mapping[str, NodeGroup], pools: Mapping[str, str | None],
                targets: Mapping[str, int], cooldown_until: float) -> list[ScaleDown | Event]:
         """The nodes to delete now, with cluster-autoscaler's events. ``pools`` maps node -> group;
         ``targets`` is each group's size (Ready plus requested)."""
@@ -164,6 +164,7 @@ class ScaleDownPlanner:
                                                status.utilization, since)
                 continue
             pool = pools[name]
+            assert pool is not None  # update() finds unneeded nodes only in autoscaled groups
             if targets.get(pool, 0) - deleting.get(pool, 0) <= groups[pool].min_count:
                 self.status[name] = NodeStatus(name, "NodeGroupMinSizeReached",
                                                f"Skipping {name} - node group min size reached",
