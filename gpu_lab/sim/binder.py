@@ -135,6 +135,7 @@ class Binder:
 
     def _notify(self, rec: PodRecord, phase: str, reason: str) -> None:
         if rec.owner is not None:
+            assert rec.owner_key is not None  # the controller manager sets both together
             rec.owner.pod_finished(rec.owner_key, rec.pod.key, phase, reason)
 
     def _release(self, rec: PodRecord) -> None:

@@ -132,6 +132,7 @@ class ControllerManager:
     def pod_started(self, rec: PodRecord) -> bool:
         """A pod began running: its Job is told. True when a rendezvous times its run."""
         if rec.owner is self.jobs:
+            assert rec.owner_key is not None  # set together with owner
             self.jobs.pod_started(rec.owner_key)
             if rec.owner_key in self.rendezvous_jobs:
                 self.rendezvous.pod_started(rec.owner_key, rec.pod.key, pod_gpus(rec.pod), self.cluster.now)

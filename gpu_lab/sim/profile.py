@@ -206,7 +206,8 @@ def decode_scheduler_config(raw: Any) -> None:
                           + ", ".join(f'unknown field "{u}"' for u in dec.unknown))
     for i, profile in enumerate(raw.get("profiles") or []):
         for j, pc in enumerate((profile or {}).get("pluginConfig") or []):
-            spec = _ARGS.get((pc or {}).get("name"))
+            name: str | None = (pc or {}).get("name")  # the decoder refused a name that is no string
+            spec = _ARGS.get(name) if name is not None else None
             args = (pc or {}).get("args")
             if spec is None or not isinstance(args, dict):
                 continue

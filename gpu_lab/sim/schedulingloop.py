@@ -144,7 +144,7 @@ class SchedulingLoop:
         status, waits = c.scheduler.run_permit(rec.pod, node)
         if status is not None and status.code == "Wait":
             timeout = min(waits.values())
-            plugin = min(waits, key=waits.get)
+            plugin = min(waits, key=waits.__getitem__)
             groups.waiting_pods[rec.pod.key] = WaitingPod(rec.pod, node, c.now + timeout, plugin, timeout)
             state.waiting.append(rec.pod.key)
             c.events.push(c.now + timeout, "wake", (PERMIT_TIMER, rec.pod.key))

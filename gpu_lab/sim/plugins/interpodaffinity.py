@@ -394,8 +394,8 @@ class InterPodAffinity(Plugin):
         st.affinity = self._merge_namespaces(ctx, affinity)
         st.anti_affinity = self._merge_namespaces(ctx, anti)
         if st.affinity:
-            counts = self._all_terms_counts(snap, st.affinity)
-            st.affinity_sums = [domain_sums(snap, t.topology_key, counts) for t in st.affinity]
+            all_counts = self._all_terms_counts(snap, st.affinity)
+            st.affinity_sums = [domain_sums(snap, t.topology_key, all_counts) for t in st.affinity]
             st.affinity_counts_empty = not any(s.any() for s in st.affinity_sums)
             st.self_match = all(t.matches(pod.namespace, pod.labels, None) for t in st.affinity)
         st.anti_sums = [domain_sums(snap, t.topology_key, self._term_counts(snap, t)) for t in st.anti_affinity]
@@ -467,6 +467,7 @@ class InterPodAffinity(Plugin):
         st: _FilterState = ctx.data[self.name]
         if st.reason is None:
             self.filter(ctx)
+        assert st.reason is not None  # filter() fills it
         if ctx.nominated.get(i):  # first pass: nominated pods added
             status = self._node_status(ctx, st, i, ctx.nominated[i])
             if status is not None:

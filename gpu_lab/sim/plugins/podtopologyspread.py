@@ -379,6 +379,7 @@ class PodTopologySpread(Plugin):
         st: _FilterState = ctx.data[self.name]
         if st.reason is None:
             self.filter(ctx)
+        assert st.reason is not None  # filter() fills it
         if ctx.nominated and ctx.nominated.get(i):  # first pass, with the nominated pods added
             status = self._node_status(st, i, self._nominated_deltas(ctx, st, i))
             if status is not None:
