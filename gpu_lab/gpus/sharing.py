@@ -136,7 +136,7 @@ class MemoryResult:
     """Whether pods' GPU memory footprints fit; ``oom`` lists the pods that fail."""
 
     fits: bool
-    used_mib: int  # memory actually allocated by the pods that did not fail
+    used_mib: float  # memory actually allocated by the pods that did not fail
     capacity_mib: int  # the GPU's memory (time-slicing) or each pod's limit (MPS)
     oom: tuple[int, ...]  # indexes of pods whose allocation fails (CUDA out of memory)
 
@@ -278,9 +278,10 @@ def mps_latency(service_ms: float, replicas: int, *, width: float = 1.0) -> Late
     return Latency(service_ms, t, t)
 
 
-def timeslice_memory(footprints_mib: Sequence[int], gpu_memory_mib: int) -> MemoryResult:
+def timeslice_memory(footprints_mib: Sequence[float], gpu_memory_mib: int) -> MemoryResult:
     """Time-slicing has no memory isolation: footprints add up; allocations beyond the GPU fail."""
-    used, oom = 0, []
+    used: float = 0
+    oom = []
     for i, f in enumerate(_footprints(footprints_mib)):
         if used + f > gpu_memory_mib:
             oom.append(i)
@@ -289,7 +290,7 @@ def timeslice_memory(footprints_mib: Sequence[int], gpu_memory_mib: int) -> Memo
     return MemoryResult(not oom, used, gpu_memory_mib, tuple(oom))
 
 
-def mps_memory(footprints_mib: Sequence[int], gpu_memory_mib: int, replicas: int) -> MemoryResult:
+def mps_memory(footprints_mib: Sequence[float], gpu_memory_mib: int, replicas: int) -> MemoryResult:
     """MPS: each pod may allocate up to ``memory / replicas``; only pods above it fail."""
     fp = _footprints(footprints_mib)
     if len(fp) > replicas:
@@ -299,7 +300,7 @@ def mps_memory(footprints_mib: Sequence[int], gpu_memory_mib: int, replicas: int
     return MemoryResult(not oom, sum(f for i, f in enumerate(fp) if i not in oom), limit, oom)
 
 
-def _footprints(footprints_mib: Sequence[int]) -> list[int]:
+def _footprints(footprints_mib: Sequence[float]) -> list[float]:
     out = []
     for f in footprints_mib:
         if isinstance(f, bool) or not isinstance(f, (int, float)) or f < 0:

@@ -148,26 +148,32 @@ def _entities(uses: list[GpuUse], nodes: Iterable[GpuNode]) -> list[_Entity]:
         for u in migs:
             dev = u.device_id.split("::", 1)[0]
             if dev not in instances:
+                assert u.mig_profile is not None  # check() refused a MIG use without one
                 gi = u.gpu_instance_id if u.gpu_instance_id is not None else len(instances) + 1
                 instances[dev] = _Entity(node, gpu, physical_uuid(u), u.model, device_memory_mib(u),
                                          (u.mig_profile, gi))
             instances[dev].uses.append(u)
-        out.extend(sorted(instances.values(), key=lambda e: e.mig[1]))
+        out.extend(sorted(instances.values(), key=_instance_id))
     return out
+
+
+def _instance_id(e: _Entity) -> int:
+    assert e.mig is not None  # a MIG instance's entity, built with (profile, GI ID)
+    return e.mig[1]
 
 
 def _values(e: _Entity) -> dict[str, str]:
     """The entity's field values as the exporter prints them; a blank field is left out."""
-    utils = [u.utilization for u in e.uses]
-    mems = [u.memory_mib for u in e.uses]
+    utils = [u.utilization for u in e.uses if u.utilization is not None]
+    mems = [u.memory_mib for u in e.uses if u.memory_mib is not None]
     vals: dict[str, str] = {}
-    if None not in utils:
+    if len(utils) == len(e.uses):  # every use declared it
         # Time-sliced pods take turns: the GPU is busy for the sum of their busy times, at most all of it.
         util = min(100.0, sum(utils))
         if e.mig is None:
             vals[GPU_UTIL] = f"{round(util):d}"
         vals[GR_ENGINE_ACTIVE] = f"{util / 100:f}"
-    if None not in mems:
+    if len(mems) == len(e.uses):
         used = min(e.total_mib, round(sum(mems)))
         vals[FB_FREE] = f"{e.total_mib - used:d}"
         vals[FB_USED] = f"{used:d}"

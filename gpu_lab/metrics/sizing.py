@@ -83,10 +83,20 @@ def _light(uses: list[GpuUse], max_util: float) -> list[GpuUse]:
             and u.memory_mib is not None and u.utilization <= max_util]
 
 
+def _busy(u: GpuUse) -> float:
+    assert u.utilization is not None  # a light pod (``_light``) declares it
+    return u.utilization
+
+
+def _memory(u: GpuUse) -> float:
+    assert u.memory_mib is not None  # a light pod (``_light``) declares it
+    return u.memory_mib
+
+
 def _fits(group: list[GpuUse], memory_mib: int, max_busy: float) -> bool:
-    if not timeslice_memory([u.memory_mib for u in group], memory_mib).fits:
+    if not timeslice_memory([_memory(u) for u in group], memory_mib).fits:
         return False
-    duties = [u.utilization / 100 for u in group if u.utilization > 0]
+    duties = [_busy(u) / 100 for u in group if _busy(u) > 0]
     if not duties:
         return True
     r = timeslice_throughput(len(duties), duties)
@@ -96,7 +106,7 @@ def _fits(group: list[GpuUse], memory_mib: int, max_busy: float) -> bool:
 def _time_slice(pods: list[GpuUse], memory_mib: int, max_busy: float) -> list[list[GpuUse]]:
     """First-fit decreasing (by busy fraction, then memory) onto GPUs of one model."""
     gpus: list[list[GpuUse]] = []
-    for u in sorted(pods, key=lambda u: (-u.utilization, -u.memory_mib, u.namespace, u.pod)):
+    for u in sorted(pods, key=lambda u: (-_busy(u), -_memory(u), u.namespace, u.pod)):
         for g in gpus:
             if _fits(g + [u], memory_mib, max_busy):
                 g.append(u)
@@ -136,10 +146,10 @@ def right_size(uses: Iterable[GpuUse], *, max_util: float = 50.0, max_busy: floa
 
         rows.append(row("whole GPUs", whole, "nvidia.com/gpu: 1 each"))
         rows.append(row("time-slicing", len(packed), f"replicas: {replicas}"))
-        slices = {u.key: _slices(u.utilization, max_busy) for u in pods}
+        slices = {u.key: _slices(_busy(u), max_busy) for u in pods}
         profile: dict[str, str] = {}
         if gpu.mig_capable:
-            services = [Service(u.key, u.memory_mib / 1024, slices[u.key]) for u in pods]
+            services = [Service(u.key, _memory(u) / 1024, slices[u.key]) for u in pods]
             mig = plans[model] = plan_mig(services, model)
             profile = dict(mig.profile_of)
             counts: dict[str, int] = {}

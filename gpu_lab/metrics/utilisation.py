@@ -56,8 +56,9 @@ def utilisation(uses: Iterable[GpuUse]) -> pd.DataFrame:
     rows = []
     for u in uses:
         total = device_memory_mib(u)
-        mems = [o.memory_mib for o in on_device[device_key(u)]]
-        free = math.nan if any(m is None for m in mems) else max(total - sum(mems), 0.0)
+        sharers = on_device[device_key(u)]
+        mems = [o.memory_mib for o in sharers if o.memory_mib is not None]
+        free = math.nan if len(mems) < len(sharers) else max(total - sum(mems), 0.0)
         share = gpu_share(u)
         busy = _nan(u.utilization) / 100
         seen = share if u.sharing == "mig" else 1.0  # what 100 % busy means in physical GPUs
