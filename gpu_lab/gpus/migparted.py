@@ -80,7 +80,9 @@ class MigConfigEntry:
         return geometry(model).device_id.lower() in (f.lower() for f in self.device_filter)
 
     def gpus(self, gpu_count: int) -> tuple[int, ...]:
-        return tuple(range(gpu_count)) if self.devices == "all" else self.devices
+        if isinstance(self.devices, str):  # "all", the only string the parser accepts
+            return tuple(range(gpu_count))
+        return self.devices
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -225,7 +227,7 @@ def validate(config: Any, model, gpu_count: int | None = None,
 def _check_entry(e: MigConfigEntry, model: str, gpu_count: int | None, at: str) -> None:
     if not e.applies_to(model):
         return
-    if gpu_count is not None and e.devices != "all":
+    if gpu_count is not None and not isinstance(e.devices, str):  # not "all": GPU indexes
         over = [d for d in e.devices if d >= gpu_count]
         if over:
             _fail(at, f"devices: GPU {over[0]} does not exist (the node has {gpu_count} GPU"

@@ -109,7 +109,8 @@ def reconfigure(node: Node, new_config: str, *, pods_holding: list[str], evict: 
         return ReconfigureResult(replace(node, labels=labels), (), "failed", ("failed",),
                                  f'MIG config "{new_config}" cannot be applied: {reason}')
 
-    old_layouts = old_layouts if old_layouts is not None else [None] * len(new_layouts or [])
+    assert new_layouts is not None  # new_spec names a MIG config: the layouts resolved, or it raised
+    old_layouts = old_layouts if old_layouts is not None else [None] * len(new_layouts)
     if new_layouts == old_layouts:
         # Already applied: the manager only reports success; nothing restarts, nobody is evicted.
         labels = dict(node.labels)
