@@ -344,7 +344,10 @@ def _gi_profiles(r: _Reader, handle) -> dict[int, tuple[int, Any]]:
         info = r.get("nvmlDeviceGetGpuInstanceProfileInfo", handle, index)
         if info is None:  # drivers before the v2 call (nvmlDeviceGetGpuInstanceProfileInfoV)
             info = r.get("nvmlDeviceGetGpuInstanceProfileInfo", handle, index, 1)
-        if info is not None and getattr(info, "instanceCount", 1):
+        if info is None:
+            continue
+        instances = getattr(info, "instanceCount", 1)  # own line: inside a condition mypy wants a bool default
+        if instances:
             out[int(info.id)] = (index, info)
     return out
 

@@ -445,7 +445,7 @@ class FakeDevicePlugin:
         self.registered: dict[str, bool] = dict.fromkeys(self.servers, False)
         self.registrations = 0
         self._kubelet_id = None
-        self._health_stamp = None
+        self._health_stamp: tuple[int, int, int] | None = None
         self._started = False
         self._lock = threading.RLock()
 

@@ -98,12 +98,13 @@ class AgentNode:
         if node.pool and gpu.get("model") and gpu.get("count"):
             where = f'NodePool "{node.pool}": spec.devicePlugin'
             self.config = parse_config(spec.get("devicePlugin"), where)
+            offered: dict[str, list[str]] | None = None
             try:
                 self.mig_layouts = _mig_layouts(gpu["model"], int(gpu["count"]), spec.get("mig"))
                 offered = advertised_devices(gpu["model"], gpu["count"], self.config, node.name,
                                              mig_layouts=self.mig_layouts)
             except GpuLabError as err:
-                offered, why = None, str(err)
+                why = str(err)
             else:
                 why = f"the fake plugin would advertise {_counts(offered)}, not {_counts(node.devices)}"
             if offered is not None and offered == node.devices:

@@ -87,7 +87,7 @@ class _Client:
         self.channel = grpc.insecure_channel("unix:" + socket_path)
         self.stub = pb2_grpc.DevicePluginStub(self.channel)
         self.options: dict[str, bool] = {}
-        self.stream = None
+        self.stream: Any = None  # ListAndWatch's response stream (iterable, cancellable); the stub is untyped
         self.thread: threading.Thread | None = None
 
     def close(self) -> None:
