@@ -273,12 +273,14 @@ class NodeAgent:
         waiting = [sn for sn in self.nodes.values() if sn.has_plugin]
         while waiting:
             for sn in list(waiting):
+                plugin = sn.started()[1]  # has_plugin nodes, after start_devices
                 if sn.plugin_serving():
                     waiting.remove(sn)
-                elif not sn.plugin.alive:
+                elif not plugin.alive:
+                    assert plugin.proc is not None  # it was started
                     raise NodeAgentError(
                         f"the device plugin of {sn.name} exited with code "
-                        f"{sn.plugin.proc.returncode}: {sn.plugin.log_tail()}"
+                        f"{plugin.proc.returncode}: {plugin.log_tail()}"
                     )
             if not waiting:
                 return
@@ -286,9 +288,9 @@ class NodeAgent:
                 sn = waiting[0]
                 raise NodeAgentError(
                     f"the device plugin of {sn.name} did not register in time: "
-                    f"{sn.plugin.log_tail() or 'no output'}"
+                    f"{sn.started()[1].log_tail() or 'no output'}"
                 )
-            waiting[0].kubelet.wait_for(lambda w=waiting[0]: w.plugin_serving(), timeout=0.1)
+            waiting[0].started()[0].wait_for(waiting[0].plugin_serving, timeout=0.1)
 
     def _wait_schedulable(self, client: KubeClient, deadline: float) -> None:
         """kube-apiserver's TaintNodesByCondition admission gives every new Node the
@@ -384,23 +386,24 @@ class NodeAgent:
     def kill_plugin(self, name: str, sig: int = signal.SIGKILL) -> None:
         """Kill a node's device-plugin process (a crash): the kubelet side sees its
         ListAndWatch stream break, allocatable of its resources drops to 0."""
-        self._plugin_of(name).plugin.kill(sig)
+        self._plugin_of(name).started()[1].kill(sig)
 
     def restart_plugin(self, name: str, wait: bool = True, timeout: float = 15.0) -> bool:
         """Start a node's plugin again (stopping it first if it runs); with ``wait``,
         return whether it registered and reported healthy devices within ``timeout``."""
         sn = self._plugin_of(name)
-        if sn.plugin.alive:
-            sn.plugin.stop()
+        kubelet, plugin = sn.started()
+        if plugin.alive:
+            plugin.stop()
         t0 = time.monotonic()
-        sn.plugin.start()
+        plugin.start()
         if not wait:
             return True
         deadline = t0 + timeout
         while time.monotonic() < deadline:
-            if sn.kubelet.wait_for(lambda: sn.plugin_serving(t0), timeout=0.2):
+            if kubelet.wait_for(lambda: sn.plugin_serving(t0), timeout=0.2):
                 return True
-            if not sn.plugin.alive:
+            if not plugin.alive:
                 return False
         return False
 

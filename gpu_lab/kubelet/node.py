@@ -176,6 +176,11 @@ class AgentNode:
         )
         self.plugin.start()
 
+    def started(self) -> tuple[KubeletServer, PluginProcess]:
+        """The kubelet side and the plugin process, for a node with a plugin once ``start_devices`` ran."""
+        assert self.kubelet is not None and self.plugin is not None, f"{self.name}: no device plugin started"
+        return self.kubelet, self.plugin
+
     def plugin_serving(self, since: float = 0.0) -> bool:
         """Every plugin resource registered (after ``since``) and reported healthy devices."""
         m = self.manager
