@@ -45,7 +45,10 @@ def main(argv: list[str] | None = None) -> int:
 
     seeds = [args.seed] if args.seed is not None else list(range(args.start, args.start + args.seeds))
     known = known_differences()
+    from ..backends.local.session import LocalSession
+
     lab = gpu_lab.connect("local", name=args.lab, root=args.root, timeout=args.timeout)
+    assert isinstance(lab, LocalSession)  # what connect("local") makes; its cluster is torn down below
     results = []
     try:
         for seed in seeds:

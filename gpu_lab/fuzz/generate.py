@@ -35,7 +35,7 @@ WORDS = ("train", "infer", "batch", "web", "etl", "nb", "eval", "serve")
 TAINTS = ({"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"},
           {"key": "dedicated", "value": "batch", "effect": "NoSchedule"},
           {"key": "dedicated", "value": "batch", "effect": "PreferNoSchedule"})
-PRIORITY_CLASSES = ({"name": "low", "value": 10}, {"name": "high", "value": 1000},
+PRIORITY_CLASSES: tuple[dict[str, Any], ...] = ({"name": "low", "value": 10}, {"name": "high", "value": 1000},
                     {"name": "polite", "value": 500, "preemptionPolicy": "Never"})
 
 

@@ -77,7 +77,7 @@ class Credentials:
         cfg.retries = False  # no silent retries: callers decide what to retry
         if self.token:
             cfg.api_key["BearerToken"] = f"Bearer {self.token}"
-        cfg.refresh_api_key_hook = self.refresh
+        cfg.refresh_api_key_hook = self.refresh  # type: ignore[assignment]  # the client leaves it unannotated, None
         return cfg
 
 

@@ -339,6 +339,7 @@ def ensure_pki(directory: Path | str, leaves: Iterable[LeafSpec] = LEAVES) -> Pk
             ca_cert, ca_key = make_ca(f"gpu-lab-{ca_name}")
             _write_private(key_path, _key_pem(ca_key))
             _write_private(crt_path, ca_cert.public_bytes(serialization.Encoding.PEM))
+        assert ca_cert is not None  # valid (so loaded), or made just now
         cas[ca_name] = (ca_cert, ca_key)
 
     for spec in leaves:

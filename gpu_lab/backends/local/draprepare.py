@@ -111,7 +111,7 @@ def prepare(pod: Mapping[str, Any], node: str, devices: Mapping[str, PublishedDe
 
     def give(container: str, key: str, claim: dict, request: str | None) -> None:
         for r in _results(claim, node, request):
-            dev = devices.get(r.get("device"))
+            dev = devices.get(r.get("device") or "")  # no name: no device either
             if dev is None:  # allocated from a slice this node no longer publishes
                 raise NotPrepared(f"NodePrepareResources failed for ResourceClaim "
                                   f"{claim['metadata']['name']}: device {r.get('device')} not found")
