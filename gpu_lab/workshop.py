@@ -37,7 +37,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import pandas as pd
 import yaml
@@ -666,7 +666,7 @@ def _participant_key(name: str) -> tuple[int, str]:
 def _remove_kubeconfigs(ws: Workshop, out: Path) -> list[str]:
     from .kube import kubeconfig as kc
 
-    removed = []
+    removed: list[str] = []
     if not out.is_dir():
         return removed
     for path in sorted(out.glob(f"{PREFIX}*.kubeconfig")):
@@ -712,7 +712,7 @@ def _table(df: pd.DataFrame) -> str:
 class _Parser(argparse.ArgumentParser):
     """Bad usage is one line (exit 2), not argparse's usage text and SystemExit."""
 
-    def error(self, message: str):  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
         raise WorkshopInputError(f"{self.prog}: {message}")
 
 
@@ -783,10 +783,10 @@ def run(args: argparse.Namespace) -> int:
                 if args.chart:
                     print(f"chart: {args.chart}")
             return 0
-        rep = teardown(ws, args.out, wait=not args.no_wait, progress=say)
+        down = teardown(ws, args.out, wait=not args.no_wait, progress=say)
         if args.json:
-            print(json.dumps(rep.to_dict(), indent=2))
-        return 1 if rep.pending else 0
+            print(json.dumps(down.to_dict(), indent=2))
+        return 1 if down.pending else 0
 
 
 def main(argv: list[str] | None = None) -> int:

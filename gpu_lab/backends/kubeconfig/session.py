@@ -201,7 +201,9 @@ class KubeconfigSession(Session):
     def _admit(self, doc: dict) -> dict:
         """Refuse what gpu-lab may not create here; place workloads in our namespace."""
         gvk = (doc.get("apiVersion"), doc.get("kind"))
-        meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
+        meta = doc.get("metadata")
+        if not isinstance(meta, dict):
+            meta = {}
         name = meta.get("name") or meta.get("generateName") or "?"
         kind = gvk[1]
         if kind in ("Node", "NodePool"):

@@ -137,7 +137,7 @@ class LocalCluster(LabDir):
             raise LocalClusterError(f"no lab {self.name!r} in {self.dir}: run {up}")
         state = self._load_state()
 
-        def hung(c: str, pid: int) -> LocalClusterError:
+        def hung(c: str, pid: int | None) -> LocalClusterError:
             return LocalClusterError(f"lab {self.name!r}: {c} (pid {pid}) is stopped by a signal (hung); "
                                      f"{up} resumes it")
 
@@ -202,7 +202,7 @@ class LocalCluster(LabDir):
         out = {}
         for c in COMPONENTS:
             pid, _ = self._record(state, c)
-            out[c] = procs.peak_rss_kib(pid) if self._is_running(state, c) else None
+            out[c] = procs.peak_rss_kib(pid) if pid is not None and self._is_running(state, c) else None
         return out
 
     # ------------------------------------------------------------------ scheduler configuration

@@ -10,6 +10,7 @@ session started, at the API server's resolution (whole seconds), NaN when not ye
 from __future__ import annotations
 
 import math
+from collections.abc import Set as AbstractSet
 
 import pandas as pd
 
@@ -57,7 +58,7 @@ def _state(job: dict, started: float) -> str:
     return "Running" if active and not math.isnan(started) else "Pending"
 
 
-def job_rows(client: KubeClient, t0: float, namespaces: set[str], kueue: bool) -> pd.DataFrame:
+def job_rows(client: KubeClient, t0: float, namespaces: AbstractSet[str], kueue: bool) -> pd.DataFrame:
     """Every Job outside ``namespaces`` (the system's), oldest first; ``t0``: the session's
     start (epoch seconds); ``kueue``: the lab runs Kueue (a queue-name label is its)."""
     jobs = [j for j in client.list("Job")["items"] if j["metadata"].get("namespace") not in namespaces]

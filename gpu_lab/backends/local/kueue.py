@@ -197,14 +197,14 @@ def _merge(base: Any, patch: Any) -> Any:
         return out
     if (isinstance(base, list) and isinstance(patch, list)
             and all(isinstance(x, dict) and "name" in x for x in base + patch)):
-        out = [copy.deepcopy(x) for x in base]
-        index = {x["name"]: i for i, x in enumerate(out)}
+        items = [copy.deepcopy(x) for x in base]
+        index = {x["name"]: i for i, x in enumerate(items)}
         for item in patch:
             if item["name"] in index:
-                out[index[item["name"]]] = _merge(out[index[item["name"]]], item)
+                items[index[item["name"]]] = _merge(items[index[item["name"]]], item)
             else:
-                out.append(copy.deepcopy(item))
-        return out
+                items.append(copy.deepcopy(item))
+        return items
     return copy.deepcopy(patch)
 
 
@@ -599,7 +599,7 @@ def _ensure(lab: LocalCluster, st: KueueSettings, say: Say, timeout: float,
     if pid is not None and procs.resume(pid):
         say(f"  {NAME}: resumed (it was stopped by a signal)")
     kb = install_binary or kueuebuild.require_kueue(st.version)
-    ports = doc.get("ports") if pid is not None else _ports(lab, doc)
+    ports: dict[str, int] = doc["ports"] if pid is not None else _ports(lab, doc)  # recorded when it started
     manifests = render(kb.manifests, ports["webhook"])
     config = yaml.safe_dump(configuration(lab, st, manifests, ports), sort_keys=False)
     config_path = work_dir(lab) / "config.yaml"

@@ -94,6 +94,7 @@ def check(lab: LocalCluster, docs: list[dict]) -> list[dict]:
 def _check_configuration(lab: LocalCluster, doc: dict) -> None:
     """Kueue reads its Configuration when it starts: the lab's must be the one asked for."""
     st = settings(lab)
+    assert st is not None  # check() refused the documents of a lab without Kueue
     want = parse_configuration(doc, str(doc.get("apiVersion")).split("/")[-1])
     have = parse_go_duration(st.pods_ready_timeout), st.block_admission
     if want is not None and (want.timeout, want.block_admission) == have:

@@ -26,7 +26,7 @@ import contextlib
 import datetime as dt
 import threading
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -39,6 +39,9 @@ from ...model.scenario import load_documents, parse_scenario
 from ..apiobjects import condition
 from .cluster import LocalCluster
 from .kueue import API_GROUP, API_VERSION, check
+
+if TYPE_CHECKING:  # imported when nodes start: the node agent pulls in gRPC
+    from ...kubelet.agent import NodeAgent
 
 JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
 #: creation order of Kueue's own kinds (what a ClusterQueue names exists first)
@@ -200,7 +203,7 @@ class KueueRun:
         self.docs = load_documents(src)
         self.time_scale = time_scale
         self.client = lab.client()
-        self.agent = None
+        self.agent: NodeAgent | None = None
         self.jobs: list[tuple[str, str]] = []
         self._created: list[tuple[str, str, str, str | None]] = []  # apiVersion, kind, name, ns
         self._watch: _AdmissionWatch | None = None
@@ -270,7 +273,8 @@ class KueueRun:
             job = self.client.get("Job", name, namespace=ns)
             w = wls.get(job["metadata"]["uid"])
             seen = self._watch.get(w["metadata"]["uid"]) if w and self._watch else None
-            out.append(job_outcome(job, w, *(seen or (None, None)), t0=self.t0))
+            revision, seen_at = seen or (None, None)
+            out.append(job_outcome(job, w, revision, seen_at, t0=self.t0))
         return out
 
     def outcomes(self) -> pd.DataFrame:

@@ -207,7 +207,7 @@ class LocalSession(Session):
     def _ready_nodes(self) -> set[str]:
         out = set()
         for n in self.client.list("Node")["items"]:
-            ready = next(
+            ready: dict = next(
                 (
                     c
                     for c in (n.get("status") or {}).get("conditions") or []
