@@ -284,8 +284,9 @@ def _lp_bound(model: str, first: int, demand: np.ndarray) -> float:
     return float((verts @ demand).max())
 
 
-def _ceil(x: float) -> float:
-    return x if math.isinf(x) else int(math.ceil(x - 1e-7))
+def _ceil(x: float) -> int:
+    """A finite bound rounded up, forgiving float noise."""
+    return int(math.ceil(x - 1e-7))
 
 
 def _greedy(vecs: list[np.ndarray], demand: np.ndarray) -> tuple[list[int], int]:
@@ -303,7 +304,7 @@ def _solve(model: str, demand: tuple[int, ...]) -> tuple[list[int], int, bool, i
     cols = _columns(model)
     vecs = [np.array(v) for v, _ in cols]
     S = np.array(demand)
-    root = _ceil(_lp_bound(model, 0, S))
+    root = _ceil(_lp_bound(model, 0, S))  # finite: every rank has a layout at the root
     best: list[int] | None = None
     best_n = math.inf
     nodes = 0
@@ -323,7 +324,8 @@ def _solve(model: str, demand: tuple[int, ...]) -> tuple[list[int], int, bool, i
             return best_n <= root
         if j == len(cols) or nodes > NODE_LIMIT:
             return False
-        if used + _ceil(_lp_bound(model, j, rem)) >= best_n:
+        bound = _lp_bound(model, j, rem)
+        if math.isinf(bound) or used + _ceil(bound) >= best_n:  # inf: these columns cannot cover rem
             return False
         for x in range(min(need(j, rem), int(min(best_n - used - 1, 10**9))), -1, -1):
             counts[j] = x
@@ -427,7 +429,8 @@ def _service(s: Service | dict | tuple) -> Service:
         unknown = sorted(set(s) - set(CSV_COLUMNS))
         if unknown:
             raise PlanError(f'service: unknown field "{unknown[0]}" (known: {", ".join(CSV_COLUMNS)})')
-        svc = Service(s.get("name"), s.get("memory_gb"), s.get("compute_slices"), s.get("replicas", 1))
+        svc = Service(s.get("name"), s.get("memory_gb"),  # type: ignore[arg-type]  # checked below, as tuples are
+                      s.get("compute_slices"), s.get("replicas", 1))
     elif isinstance(s, (tuple, list)):
         svc = Service(*s)
     else:
@@ -458,8 +461,8 @@ def read_services_csv(source: str | Path | io.TextIOBase) -> list[Service]:
             text = Path(source).read_text()
         except OSError as err:
             raise PlanError(f"{where}: cannot read: {err.strerror or err}") from None
-    rows = list(csv.reader(io.StringIO(text)))
-    rows = [(i + 1, r) for i, r in enumerate(rows) if r and any(c.strip() for c in r)
+    records = list(csv.reader(io.StringIO(text)))
+    rows = [(i + 1, r) for i, r in enumerate(records) if r and any(c.strip() for c in r)
             and not r[0].lstrip().startswith("#")]
     if not rows:
         raise PlanError(f"{where}: empty file (expected a header: {','.join(CSV_COLUMNS)})")
