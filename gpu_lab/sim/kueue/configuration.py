@@ -88,7 +88,9 @@ def parse_configuration(doc: dict, version: str) -> WaitForPodsReady | None:
         errs.append(v.not_supported(f"{at}.timestamp", stamp, (CREATION_TIMESTAMP, EVICTION_TIMESTAMP)))
     numbers = {}
     for key, default in (("backoffLimitCount", None), ("backoffBaseSeconds", 60), ("backoffMaxSeconds", 3600)):
-        value = strategy.get(key, default)
+        value = strategy.get(key)
+        if value is None:  # absent or null: a nil pointer, which Kueue's defaulting fills in
+            value = default
         if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
             _fail([f"{at}.{key}: json: cannot unmarshal {type(value).__name__} into Go value of type int32"])
         if value is not None and value < 0:
@@ -98,14 +100,16 @@ def parse_configuration(doc: dict, version: str) -> WaitForPodsReady | None:
         _fail(["waitForPodsReady.blockAdmission: json: cannot unmarshal into Go value of type bool"])
     if errs:
         _fail(errs)
+    base, most = numbers["backoffBaseSeconds"], numbers["backoffMaxSeconds"]
+    assert base is not None and most is not None  # defaulted above
     return WaitForPodsReady(
         timeout=timeout,
         block_admission=block,
         recovery_timeout=recovery or None,  # "0s" turns the recovery check off
         requeuing_timestamp=stamp,
         backoff_limit_count=numbers["backoffLimitCount"],
-        backoff_base_seconds=numbers["backoffBaseSeconds"],
-        backoff_max_seconds=numbers["backoffMaxSeconds"],  # 0: no cap (pkg/util/wait NewBackoff)
+        backoff_base_seconds=base,
+        backoff_max_seconds=most,  # 0: no cap (pkg/util/wait NewBackoff)
     )
 
 

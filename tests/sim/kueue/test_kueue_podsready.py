@@ -152,3 +152,13 @@ def test_without_wait_for_pods_ready_there_is_no_timer_and_no_pods_ready_conditi
     k.schedule(0)
     k.pods_ready("default/a", 1)
     assert k.next_wakeup() is None and condition(k, "a", "PodsReady") is None
+
+
+def test_null_backoff_fields_take_kueues_defaults():
+    # pointers in Kueue's Configuration: null is nil, and defaulting gives 60 s and 3600 s
+    k = cluster(requeuingStrategy={"backoffBaseSeconds": None, "backoffMaxSeconds": None})
+    submit_all(k, job("a", 8))
+    k.schedule(0)
+    k.schedule(300)
+    k.stopped("default/a", 300)
+    assert k.next_wakeup() == 360
