@@ -107,28 +107,32 @@ def _condition(kind: str, status: str, at: str, reason: str | None = None) -> di
     return c
 
 
+def _completed(name: str, image: str, uid: str, ready: bool, started: str, finished: str) -> dict:
+    """A container status that ran to completion (exit code 0)."""
+    return {
+        "name": name,
+        "image": image,
+        "imageID": "",
+        "containerID": container_id(uid, name),
+        "ready": ready,
+        "started": False,
+        "restartCount": 0,
+        "state": {
+            "terminated": {
+                "exitCode": 0,
+                "reason": "Completed",
+                "startedAt": started,
+                "finishedAt": finished,
+                "containerID": container_id(uid, name),
+            }
+        },
+    }
+
+
 def _init_statuses(pod: Mapping[str, Any], uid: str, started: str) -> list[dict]:
-    return [
-        {
-            "name": name,
-            "image": image,
-            "imageID": "",
-            "containerID": container_id(uid, name),
-            "ready": True,
-            "started": False,
-            "restartCount": 0,
-            "state": {
-                "terminated": {
-                    "exitCode": 0,
-                    "reason": "Completed",
-                    "startedAt": started,
-                    "finishedAt": started,
-                    "containerID": container_id(uid, name),
-                }
-            },
-        }
-        for name, image in _container_names(pod, "initContainers")
-    ]
+    # init containers finished before the app containers started; "ready" as the kubelet reports them
+    return [_completed(name, image, uid, True, started, started)
+            for name, image in _container_names(pod, "initContainers")]
 
 
 def running_status(
@@ -185,27 +189,8 @@ def succeeded_status(
             _condition("Ready", "False", end, "PodCompleted"),
             _condition("ContainersReady", "False", end, "PodCompleted"),
         ],
-        "containerStatuses": [
-            {
-                "name": name,
-                "image": image,
-                "imageID": "",
-                "containerID": container_id(uid, name),
-                "ready": False,
-                "started": False,
-                "restartCount": 0,
-                "state": {
-                    "terminated": {
-                        "exitCode": 0,
-                        "reason": "Completed",
-                        "startedAt": start,
-                        "finishedAt": end,
-                        "containerID": container_id(uid, name),
-                    }
-                },
-            }
-            for name, image in _container_names(pod, "containers")
-        ],
+        "containerStatuses": [_completed(name, image, uid, False, start, end)
+                              for name, image in _container_names(pod, "containers")],
     }
 
 
