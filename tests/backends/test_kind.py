@@ -1,10 +1,12 @@
 """The kind backend up to the docker/kind boundary.
 
-No Docker engine runs where these tests run, so nothing here creates a kind cluster. What is
-checked instead: the generated kind config and manifests (structure, labels, per-pool plugin
-arguments, NVIDIA's config format, and that those arguments make the plugin advertise what
-the scenario's node has), the exact docker/kind/kubectl argv, the one-line errors when a tool
-or the Docker engine is missing, and, on the real local control plane (marker
+Nothing here talks to Docker or creates a kind cluster (``test_kind_cluster`` does, marker
+``kind``). What is checked instead: the generated kind config and manifests (structure,
+labels, node names, per-pool plugin arguments, NVIDIA's config format, and that those
+arguments make the plugin advertise what the scenario's node has), the exact
+docker/kind/kubectl argv, the one-line errors when a tool, the Docker engine or an image of
+``gpu-lab kind build`` is missing, the clean-up of a failed creation, the device-plugin
+image's requirements and entrypoint, and, on the real local control plane (marker
 ``controlplane``), that every generated object passes server-side dry-run and the kubectl
 steps are accepted by a real API server.
 """
@@ -27,9 +29,12 @@ import yaml
 from realcluster import require_controlplane
 
 from gpu_lab.backends.kind import KindCluster, KindError
+from gpu_lab.backends.kind import build as kb
 from gpu_lab.backends.kind import commands as cmd
 from gpu_lab.backends.kind import config as kc
 from gpu_lab.backends.kind import manifests as mf
+from gpu_lab.backends.kubeconfig import OWNED_LABEL
+from gpu_lab.backends.local import build as cpbuild
 from gpu_lab.deviceplugin.config import load_config, parse_config
 from gpu_lab.deviceplugin.plugin import FakeDevicePlugin, build_parser
 from gpu_lab.model.scenario import load_scenario
@@ -144,14 +149,39 @@ def test_kind_config_is_one_control_plane_and_one_worker_per_node(plan, scenario
     roles = [n["role"] for n in cfg["nodes"]]
     assert roles == ["control-plane"] + ["worker"] * len(scenario.nodes)
     assert {n["image"] for n in cfg["nodes"]} == {kc.NODE_IMAGE}
-    assert all(set(n) <= {"role", "image", "labels"} for n in cfg["nodes"])  # no kubeadm patches
+    assert set(cfg["nodes"][0]) == {"role", "image"}
+    assert all(set(n) == {"role", "image", "labels", "kubeadmConfigPatches"}
+               for n in cfg["nodes"][1:])
     assert [n["labels"][kc.NODE_LABEL] for n in cfg["nodes"][1:]] == [n.name for n in scenario.nodes]
     assert yaml.safe_load(plan.config_text) == cfg
 
 
-def test_node_image_is_kinds_pinned_v1_37_build():
-    assert re.fullmatch(r"kindest/node:v1\.37\.\d+@sha256:[0-9a-f]{64}", kc.NODE_IMAGE)
-    assert kc.NODE_IMAGE.startswith(f"kindest/node:{kc.KUBERNETES_VERSION}@")
+def test_kind_config_runs_without_kube_proxy_or_cni_daemon_on_cgroup_v1_too(plan):
+    cfg = plan.config
+    assert cfg["networking"] == {"disableDefaultCNI": True, "kubeProxyMode": "none"}
+    assert [yaml.safe_load(p) for p in cfg["kubeadmConfigPatches"]] == [
+        {"kind": "KubeletConfiguration", "failCgroupV1": False}
+    ]
+    assert list(cfg) == ["kind", "apiVersion", "name", "networking", "kubeadmConfigPatches",
+                         "nodes"]
+
+
+def test_each_worker_registers_under_its_scenario_node_name(plan, scenario):
+    """A JoinConfiguration patch per worker sets the Kubernetes node name (kubeadm's
+    nodeRegistration.name): pods land on ``h100-0`` on kind as on every other backend."""
+    workers = plan.config["nodes"][1:]
+    for n, node in zip(workers, scenario.nodes):
+        (patch,) = n["kubeadmConfigPatches"]
+        assert yaml.safe_load(patch) == {
+            "kind": "JoinConfiguration", "nodeRegistration": {"name": node.name}
+        }
+    assert [w.node for w in plan.workers] == [n.name for n in scenario.nodes]
+
+
+def test_node_image_is_gpu_labs_own_v1_37_2_build():
+    assert kc.NODE_IMAGE == "gpu-lab/kind-node:v1.37.2"
+    assert kc.NODE_IMAGE == kb.NODE_IMAGE  # what `gpu-lab kind build` makes
+    assert kc.KUBERNETES_VERSION == kb.KUBERNETES_VERSION == cpbuild.DEFAULT_VERSION
     assert kc.KIND_MIN_VERSION == (0, 33, 0) and kc.KIND_RELEASE == "v0.33.0"
 
 
@@ -159,7 +189,7 @@ def test_worker_names_follow_kinds_node_namer(plan):
     cp, workers = kc.kind_node_names("lab", 3)
     assert cp == "lab-control-plane"
     assert workers == ["lab-worker", "lab-worker2", "lab-worker3"]
-    assert plan.node_names() == {
+    assert plan.containers() == {
         "h100-0": f"{NAME}-worker", "h100-1": f"{NAME}-worker2", "t4-0": f"{NAME}-worker3",
         "a100-0": f"{NAME}-worker4", "h200-0": f"{NAME}-worker5", "l4-0": f"{NAME}-worker6",
         "cpu-0": f"{NAME}-worker7",
@@ -170,6 +200,7 @@ def test_kind_labels_are_those_the_kubelet_accepts_the_rest_is_patched(plan, sce
     h100 = _by_node(plan)["h100-0"]
     assert h100.kind_labels == {
         "gpulab.dev/node": "h100-0",
+        "gpulab.dev/owned": "true",
         "node.kubernetes.io/instance-type": "p5.48xlarge",
         "team": "ml",
         "topology.kubernetes.io/zone": "us-east-1a",
@@ -185,6 +216,7 @@ def test_kind_labels_are_those_the_kubelet_accepts_the_rest_is_patched(plan, sce
         assert not (set(w.kind_labels) | set(w.patch_labels)) & own
         merged = {**w.kind_labels, **w.patch_labels}
         merged.pop(kc.NODE_LABEL)
+        assert merged.pop(OWNED_LABEL) == "true"  # gpu-lab may change the node (sessions)
         assert merged == {k: v for k, v in node.labels.items() if k not in own}
 
 
@@ -356,9 +388,15 @@ def test_scenario_without_gpus_deploys_nothing(tmp_path):
         "spec: {count: 2, cpu: '4', memory: 8Gi}\n"
     )
     assert plan.manifests == [] and plan.manifests_text is None
-    argv0 = [s.argv[:2] for s in plan.steps()]
-    assert ("docker", "build") not in argv0 and ("kind", "load") not in argv0
-    assert [s.argv[3] for s in plan.steps() if s.argv[0] == "kubectl"] == ["wait"]
+    k = str(tmp_path / "kind" / "cpu" / "kubeconfig")
+    assert [list(s.argv) for s in plan.steps()] == [
+        ["kind", "create", "cluster", "--name", "cpu", "--config",
+         str(tmp_path / "kind" / "cpu" / "kind-config.yaml"), "--kubeconfig", k],
+        ["kubectl", "--kubeconfig", k, "-n", "kube-system", "scale", "deployment/coredns",
+         "--replicas=0"],
+        ["kubectl", "--kubeconfig", k, "wait", "--for=condition=Ready", "nodes", "--all",
+         "--timeout=180s"],
+    ]  # fmt: skip
 
 
 def test_plain_gpu_node_is_a_worker_with_a_warning(tmp_path):
@@ -367,7 +405,8 @@ def test_plain_gpu_node_is_a_worker_with_a_warning(tmp_path):
         "status: {capacity: {cpu: '8', memory: 16Gi, nvidia.com/gpu: '2'}}\n"
     )
     (w,) = plan.workers
-    assert w.kind_labels == {"gpulab.dev/node": "n1", "zone": "a"}
+    assert w.kind_labels == {"gpulab.dev/node": "n1", "gpulab.dev/owned": "true", "zone": "a"}
+    assert (w.node, w.container) == ("n1", "plain-worker")
     assert plan.manifests == []
     assert plan.warnings and "n1" in plan.warnings[0] and "NodePool" in plan.warnings[0]
 
@@ -405,9 +444,10 @@ def test_up_steps_exact_argv(tmp_path):
     assert labels == [f"{k}={v}" for k, v in patch.labels.items()]
     assert "nvidia.com/mig.config=all-3g.20gb" in labels
     assert [list(s.argv) for s in plan.steps()] == [
-        ["docker", "build", "-t", image, "-f", str(REPO / "Dockerfile"), str(REPO)],
         ["kind", "create", "cluster", "--name", "demo", "--config", str(d / "kind-config.yaml"),
          "--kubeconfig", k],
+        ["kubectl", "--kubeconfig", k, "-n", "kube-system", "scale", "deployment/coredns",
+         "--replicas=0"],
         ["kind", "load", "docker-image", image, "--name", "demo"],
         ["kubectl", "--kubeconfig", k, "wait", "--for=condition=Ready", "nodes", "--all",
          "--timeout=180s"],
@@ -421,14 +461,17 @@ def test_up_steps_exact_argv(tmp_path):
         ["kubectl", "--kubeconfig", k, "wait", "nodes", "-l", "gpulab.dev/pool=a100",
          "--for=jsonpath={.status.allocatable.nvidia\\.com/mig-3g\\.20gb}=4", "--timeout=180s"],
     ]  # fmt: skip
-    again = [s.argv[:3] for s in plan.steps(create=False, build=False)]
-    assert ("docker", "build", "-t") not in again
-    assert ("kind", "create", "cluster") not in again
-    assert ("kind", "load", "docker-image") in again
+    again = [list(s.argv) for s in plan.steps(create=False)]
+    assert again == [list(s.argv) for s in plan.steps()][2:]  # no create, no CoreDNS scaling
     assert [list(s.argv) for s in cmd.down_steps("demo", d / "kubeconfig")] == [
-        ["kind", "delete", "cluster", "--name", "demo", "--kubeconfig", k]
+        ["kind", "delete", "cluster", "--name", "demo", "--kubeconfig", k],
+        ["docker", "network", "rm", "gpu-lab-kind-demo"],
     ]
     assert list(cmd.docker_info().argv) == ["docker", "info", "--format", "{{.ServerVersion}}"]
+    assert list(cmd.image_inspect(image).argv) == [
+        "docker", "image", "inspect", "--format", "{{.Id}}", image
+    ]
+    assert cmd.network("demo") == "gpu-lab-kind-demo"
 
 
 def test_script_quotes_every_argv(plan):
@@ -452,20 +495,31 @@ def test_jsonpath_escapes_dots(resource, field):
 # =========================================================================== runner
 
 
+IMAGE_ID = "sha256:" + "0" * 64
+
+
 class FakeShell:
-    """``subprocess.run`` and ``shutil.which`` stand-ins: tools present unless removed,
-    answers per argv prefix."""
+    """``subprocess.run`` and ``shutil.which`` stand-ins: tools present (in /usr/bin) unless
+    removed, images built, answers per argv prefix. ``calls`` holds each argv as written in
+    its Step (the runner runs the tool ``which`` found: ``argv0`` holds those), ``kwargs``
+    the keyword arguments of each call."""
 
     def __init__(self, missing=(), answers=None):
         self.missing = set(missing)
         self.answers = dict(answers or {})
         self.calls: list[list[str]] = []
+        self.argv0: list[str] = []
+        self.kwargs: list[dict] = []
 
     def which(self, tool):
         return None if tool in self.missing else f"/usr/bin/{tool}"
 
     def run(self, argv, **kw):
-        self.calls.append(list(argv))
+        argv = list(argv)
+        self.argv0.append(argv[0])
+        argv[0] = argv[0].removeprefix("/usr/bin/")
+        self.calls.append(argv)
+        self.kwargs.append(kw)
         for prefix, answer in self.answers.items():
             if tuple(argv[: len(prefix)]) == prefix:
                 if isinstance(answer, BaseException):
@@ -476,6 +530,8 @@ class FakeShell:
             return subprocess.CompletedProcess(argv, 0, "kind v0.33.0 go1.25.1 linux/amd64\n", "")
         if argv[:2] == ["docker", "info"]:
             return subprocess.CompletedProcess(argv, 0, "29.1.0\n", "")
+        if argv[:3] == ["docker", "image", "inspect"]:
+            return subprocess.CompletedProcess(argv, 0, IMAGE_ID + "\n", "")
         return subprocess.CompletedProcess(argv, 0, "", "")
 
     def runner(self, **kw):
@@ -486,6 +542,45 @@ NO_DAEMON = (
     "Cannot connect to the Docker daemon at unix:///var/run/docker.sock. "
     "Is the docker daemon running?"
 )
+
+
+def test_runner_runs_the_tool_it_found_with_the_clusters_network(tmp_path):
+    sh = FakeShell()
+    runner = sh.runner(env={"KIND_EXPERIMENTAL_DOCKER_NETWORK": "gpu-lab-kind-x"})
+    runner.run(cmd.kind_get_clusters())
+    assert sh.calls == [["kind", "get", "clusters"]]
+    assert sh.argv0 == ["/usr/bin/kind"]  # the path `which` gave
+    (kw,) = sh.kwargs
+    assert kw["env"] == {**os.environ, "KIND_EXPERIMENTAL_DOCKER_NETWORK": "gpu-lab-kind-x"}
+    assert kw["stdin"] == subprocess.DEVNULL and kw["capture_output"] is True
+    plain = FakeShell()
+    plain.runner().run(cmd.kind_get_clusters())
+    assert "env" not in plain.kwargs[0]  # no extra environment: the caller's, untouched
+    lab = KindCluster("x", root=tmp_path)
+    assert lab.runner(None).env == {"KIND_EXPERIMENTAL_DOCKER_NETWORK": "gpu-lab-kind-x"}
+
+
+def test_runner_finds_tools_gpu_lab_kind_build_left_in_the_cache(tmp_path, monkeypatch):
+    """Not on PATH: the real ``which`` falls back on the cache of ``gpu-lab kind build``;
+    a test's own ``which`` never does."""
+    monkeypatch.setenv("GPU_LAB_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    real = cmd.Runner(progress=None)
+    assert real.resolve("kind") is None
+    with pytest.raises(KindError, match=r"^kind not found on PATH"):
+        real.require("kind")
+    kind = tmp_path / "cache" / "bin" / f"kind-{kc.KIND_RELEASE}" / "kind"
+    kind.parent.mkdir(parents=True)
+    kind.write_text("#!/bin/sh\n")
+    kind.chmod(0o755)
+    kubectl = cpbuild.output_dirs()["kubectl"] / "kubectl"
+    kubectl.parent.mkdir(parents=True)
+    kubectl.write_text("#!/bin/sh\n")
+    kubectl.chmod(0o755)
+    assert real.resolve("kind") == str(kind) == real.require("kind")
+    assert real.resolve("kubectl") == str(kubectl)
+    assert real.resolve("docker") is None  # not something gpu-lab builds
+    assert FakeShell(missing={"kind"}).runner().resolve("kind") is None
 
 
 def test_missing_docker_cli_is_named():
@@ -540,20 +635,30 @@ def test_failed_step_is_one_line_with_the_log(tmp_path):
     assert "Creating cluster..." in log.read_text() and step.shell() in log.read_text()
 
 
-def test_this_machine_preflight_fails_clearly_without_docker():
-    """Where no Docker engine answers (as on the machines these tests run on), the real
-    runner stops at the first missing piece with one line."""
+def test_this_machine_preflight_passes_or_fails_clearly():
+    """The real runner on this machine: where no Docker engine answers it stops at the first
+    missing piece with one line; where one answers, the Docker check passes and the rest
+    passes or names the missing tool in one line."""
     docker = shutil.which("docker")
-    if docker:
-        ok = subprocess.run(["docker", "info", "--format", "{{.ServerVersion}}"],
-                            capture_output=True, timeout=60).returncode == 0
-        if ok:
-            pytest.skip("a Docker engine answers here")
-    with pytest.raises(KindError) as err:
-        cmd.Runner(progress=None).preflight()
-    msg = str(err.value)
-    assert "\n" not in msg
-    assert msg.startswith("no Docker engine: " if docker else "docker not found on PATH")
+    engine = docker is not None and subprocess.run(
+        ["docker", "info", "--format", "{{.ServerVersion}}"], capture_output=True, timeout=60,
+        stdin=subprocess.DEVNULL).returncode == 0
+    runner = cmd.Runner(progress=None)
+    if not engine:
+        with pytest.raises(KindError) as err:
+            runner.preflight()
+        msg = str(err.value)
+        assert "\n" not in msg
+        assert msg.startswith("no Docker engine: " if docker else "docker not found on PATH")
+        return
+    runner.preflight(("docker",))
+    try:
+        runner.preflight()
+    except KindError as err:
+        msg = str(err)
+        assert "\n" not in msg
+        assert re.match(r"^(kind not found on PATH|kind v\S+ is too old|kubectl not found on PATH)",
+                        msg), msg
 
 
 # =========================================================================== KindCluster
@@ -563,12 +668,15 @@ def test_up_runs_preflight_then_every_step_and_writes_the_lab(tmp_path, scenario
     sh = FakeShell()
     lab = KindCluster(NAME, root=tmp_path, repo=REPO, runner=sh.runner())
     plan = lab.up(scenario, progress=None)
-    assert sh.calls[:3] == [
+    assert sh.calls[:5] == [
         ["docker", "info", "--format", "{{.ServerVersion}}"],
         ["kind", "version"],
+        ["docker", "image", "inspect", "--format", "{{.Id}}", kc.NODE_IMAGE],
+        ["docker", "image", "inspect", "--format", "{{.Id}}", mf.IMAGE],
         ["kind", "get", "clusters"],
     ]
-    assert sh.calls[3:] == [list(s.argv) for s in plan.steps()]
+    assert sh.calls[5:] == [list(s.argv) for s in plan.steps()]
+    assert not [c for c in sh.calls if c[:2] in (["kind", "delete"], ["docker", "build"])]
     d = tmp_path / "kind" / NAME
     assert yaml.safe_load((d / "kind-config.yaml").read_text()) == plan.config
     assert list(yaml.safe_load_all((d / "device-plugin.yaml").read_text())) == plan.manifests
@@ -602,10 +710,71 @@ def test_up_stops_before_writing_anything_without_docker(tmp_path, scenario):
     assert not (tmp_path / "kind").exists()
 
 
-def test_up_needs_the_source_tree_for_the_image(tmp_path, scenario):
-    lab = KindCluster(NAME, root=tmp_path, repo=tmp_path, runner=FakeShell().runner())
-    with pytest.raises(KindError, match="no Dockerfile in"):
+def _no_image(image):
+    return (("docker", "image", "inspect", "--format", "{{.Id}}", image),
+            (1, "[]\n", f"Error response from daemon: No such image: {image}\n"))
+
+
+def test_up_stops_with_one_line_before_writing_anything_when_an_image_is_not_built(
+        tmp_path, scenario):
+    sh = FakeShell(answers=dict([_no_image(mf.IMAGE)]))
+    lab = KindCluster(NAME, root=tmp_path, repo=REPO, runner=sh.runner())
+    with pytest.raises(KindError) as err:
         lab.up(scenario, progress=None)
+    assert str(err.value) == (
+        f"image {mf.IMAGE} not built yet: run `gpu-lab kind build` "
+        "(about 2 minutes once the control plane is built)"
+    )
+    assert not (tmp_path / "kind").exists()
+    assert sh.calls[-1][:3] == ["docker", "image", "inspect"]  # nothing after the check
+    both = FakeShell(answers=dict([_no_image(mf.IMAGE), _no_image(kc.NODE_IMAGE)]))
+    with pytest.raises(KindError, match=(
+            rf"^image {re.escape(kc.NODE_IMAGE)}, {re.escape(mf.IMAGE)} not built yet: "
+            r"run `gpu-lab kind build`")):
+        KindCluster(NAME, root=tmp_path, runner=both.runner()).up(scenario, progress=None)
+    assert not (tmp_path / "kind").exists()
+    assert not [c for c in both.calls if c[0] == "kind" and c[1] != "version"]
+
+
+def test_up_without_gpus_needs_only_the_node_image(tmp_path):
+    sh = FakeShell(answers=dict([_no_image(mf.IMAGE)]))
+    KindCluster("cpu", root=tmp_path, runner=sh.runner()).up(
+        "apiVersion: gpulab.dev/v1alpha1\nkind: NodePool\nmetadata: {name: c}\n"
+        "spec: {count: 1, cpu: '4', memory: 8Gi}\n", progress=None)
+    inspected = [c[-1] for c in sh.calls if c[:3] == ["docker", "image", "inspect"]]
+    assert inspected == [kc.NODE_IMAGE]
+    assert ["kind", "create"] in [c[:2] for c in sh.calls]
+
+
+def _cleanup(name, root):
+    k = str(root / "kind" / name / "kubeconfig")
+    return [["kind", "delete", "cluster", "--name", name, "--kubeconfig", k],
+            ["docker", "network", "rm", f"gpu-lab-kind-{name}"]]
+
+
+def test_failed_creation_deletes_the_half_made_cluster(tmp_path, scenario):
+    sh = FakeShell(answers={("kind", "create"): (1, "", "ERROR: failed to create cluster: "
+                                                "failed to join node with kubeadm\n")})
+    lab = KindCluster(NAME, root=tmp_path, repo=REPO, runner=sh.runner())
+    with pytest.raises(KindError, match=r"^`kind create cluster \.\.\.` failed \(exit 1\): "
+                                        "ERROR: failed to create cluster: failed to join"):
+        lab.up(scenario, progress=None)
+    create = next(i for i, c in enumerate(sh.calls) if c[:2] == ["kind", "create"])
+    assert sh.calls[create + 1:] == _cleanup(NAME, tmp_path)
+    # a later step failing after a creation: the same clean-up
+    late = FakeShell(answers={("kubectl", "--kubeconfig"): (1, "", "error: timed out\n")})
+    with pytest.raises(KindError, match="timed out"):
+        KindCluster(NAME, root=tmp_path, repo=REPO, runner=late.runner()).up(scenario,
+                                                                              progress=None)
+    assert late.calls[-2:] == _cleanup(NAME, tmp_path)
+    # a reused cluster is never deleted by a failing step: it was there before
+    (tmp_path / "kind" / NAME / "kind-config.yaml").write_text(lab.plan(scenario).config_text)
+    reused = FakeShell(answers={("kind", "get", "clusters"): (0, f"{NAME}\n", ""),
+                                ("kind", "load"): (1, "", "ERROR: image not present locally\n")})
+    with pytest.raises(KindError, match="image not present locally"):
+        KindCluster(NAME, root=tmp_path, repo=REPO, runner=reused.runner()).up(scenario,
+                                                                                progress=None)
+    assert not [c for c in reused.calls if c[:2] in (["kind", "create"], ["kind", "delete"])]
 
 
 def test_down_deletes_only_an_existing_cluster(tmp_path):
@@ -613,42 +782,60 @@ def test_down_deletes_only_an_existing_cluster(tmp_path):
     lab = KindCluster(NAME, root=tmp_path, runner=present.runner())
     (tmp_path / "kind" / NAME).mkdir(parents=True)
     assert lab.down(progress=None, purge=True) is True
-    assert present.calls[-1] == ["kind", "delete", "cluster", "--name", NAME, "--kubeconfig",
-                                 str(tmp_path / "kind" / NAME / "kubeconfig")]
+    assert present.calls[-2:] == _cleanup(NAME, tmp_path)
     assert not (tmp_path / "kind" / NAME).exists()
     absent = FakeShell()
     assert KindCluster(NAME, root=tmp_path, runner=absent.runner()).down(progress=None) is False
-    assert not [c for c in absent.calls if c[:2] == ["kind", "delete"]]
+    assert not [c for c in absent.calls if c[:2] in (["kind", "delete"], ["docker", "network"])]
 
 
-# =========================================================================== Dockerfile
+def test_down_tolerates_a_network_kind_did_not_make(tmp_path):
+    """kind uses an existing network as it is; ``docker network rm`` failing is no error."""
+    sh = FakeShell(answers={("kind", "get", "clusters"): (0, f"{NAME}\n", ""),
+                            ("docker", "network", "rm"): (1, "", "Error: network in use\n")})
+    assert KindCluster(NAME, root=tmp_path, runner=sh.runner()).down(progress=None) is True
+    assert sh.calls[-2:] == _cleanup(NAME, tmp_path)
+    failing = FakeShell(answers={("kind", "get", "clusters"): (0, f"{NAME}\n", ""),
+                                 ("kind", "delete"): (1, "", "ERROR: failed to delete\n")})
+    with pytest.raises(KindError, match="failed to delete"):
+        KindCluster(NAME, root=tmp_path, runner=failing.runner()).down(progress=None)
 
 
-def _dockerfile() -> str:
-    return (REPO / "Dockerfile").read_text()
+# =========================================================================== plugin image
 
 
-def test_dockerfile_is_python_slim_with_the_device_plugin_entrypoint():
-    text = _dockerfile()
-    assert re.search(r"^FROM python:3\.11-slim$", text, re.M)
-    assert re.search(r'^ENTRYPOINT \["gpu-lab", "device-plugin"\]$', text, re.M)
-    ignore = (REPO / ".dockerignore").read_text().split()
-    assert ignore[ignore.index("*") + 1:][:3] == ["!pyproject.toml", "!README.md", "!gpu_lab/"]
+def test_plugin_image_runs_the_device_plugin_on_the_node_rootfs():
+    text = kb.PLUGIN_DOCKERFILE
+    assert text.splitlines()[0] == f"FROM {kb.ROOTFS_IMAGE}"
+    assert re.findall(r"^ENTRYPOINT .*$", text, re.M) == ['ENTRYPOINT ["gpu-lab", "device-plugin"]']
+    assert "COPY gpu-lab /usr/local/bin/gpu-lab" in text  # the launcher is on the image's PATH
 
 
-def test_dockerfile_requirements_filter_drops_only_numpy_and_pandas(tmp_path):
-    """Run the Dockerfile's own requirements line through sh, as the build does."""
-    first = re.search(r'^RUN (python -c ".*?" > /tmp/requirements\.txt)', _dockerfile(), re.M)
-    assert first
-    shutil.copy(REPO / "pyproject.toml", tmp_path / "pyproject.toml")
-    line = first.group(1).replace("/tmp/requirements.txt", "req.txt")
-    subprocess.run(["sh", "-c", line], cwd=tmp_path, check=True)
-    got = (tmp_path / "req.txt").read_text().split()
+def test_plugin_launcher_runs_the_entrypoint(tmp_path):
+    """The launcher the image installs as ``gpu-lab``, run with the entrypoint's arguments."""
+    launcher = tmp_path / "gpu-lab"
+    launcher.write_text(kb.LAUNCHER)
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    res = subprocess.run([sys.executable, str(launcher), "device-plugin", "--help"],
+                         capture_output=True, text=True, env=env, timeout=60)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "--plugin-dir" in res.stdout and "--mig-config" in res.stdout
+
+
+def test_plugin_requirements_drop_exactly_numpy_and_pandas(tmp_path):
     import tomllib
 
     deps = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
+    got = kb.plugin_requirements(REPO / "pyproject.toml")
     assert got == [d for d in deps if not d.startswith(("numpy", "pandas"))]
+    assert len(deps) - len(got) == 2  # pyproject has both
     assert any(d.startswith("grpcio") for d in got)
+    sample = tmp_path / "pyproject.toml"
+    sample.write_text('[project]\nname = "x"\ndependencies = ["numpy>=1.24", "pandas[perf]>=2", '
+                      '"numpy ; python_version < \'3.13\'", "numpydoc>=1", "pandas-stubs", '
+                      '"pyyaml>=6", "grpcio~=1.85"]\n')
+    assert kb.plugin_requirements(sample) == ["numpydoc>=1", "pandas-stubs", "pyyaml>=6",
+                                              "grpcio~=1.85"]
 
 
 def test_device_plugin_entrypoint_needs_neither_numpy_nor_pandas():
@@ -687,15 +874,17 @@ def api(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def registered(api, plan):
-    """The kind workers as their kubelets register them: kind's names, the kind config's
-    labels plus what the kubelet sets itself. Creating them for real also shows the API
-    server takes every label the kind config gives."""
+    """The kind workers as their kubelets register them: the scenario's node names (the
+    JoinConfiguration's nodeRegistration.name, which kubeadm also gives the kubelet as
+    ``--hostname-override``), the kind config's labels plus what the kubelet sets itself.
+    Creating them for real also shows the API server takes every label the kind config
+    gives."""
     _, client = api
     for w in plan.workers:
-        labels = {**w.kind_labels, "kubernetes.io/hostname": w.kind_name,
+        labels = {**w.kind_labels, "kubernetes.io/hostname": w.node,
                   "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64"}
         client.create({"apiVersion": "v1", "kind": "Node",
-                       "metadata": {"name": w.kind_name, "labels": labels}})
+                       "metadata": {"name": w.node, "labels": labels}})
     return plan
 
 
@@ -723,7 +912,7 @@ def test_daemonset_pods_pass_admission_on_their_nodes(api, registered):
     _, client = api
     plan = registered
     for pool, ds in _daemonsets(plan).items():
-        node = next(w.kind_name for w in plan.workers if w.pool == pool)
+        node = next(w.node for w in plan.workers if w.pool == pool)
         spec = dict(ds["spec"]["template"]["spec"], nodeName=node)
         pod = {"apiVersion": "v1", "kind": "Pod",
                "metadata": {"name": f"{ds['metadata']['name']}-x", "namespace": mf.NAMESPACE,
@@ -756,14 +945,13 @@ def _ensure_namespace(client, service_account: bool = False) -> None:
 def test_node_patches_pass_server_side_dry_run(api, registered):
     _, client = api
     plan = registered
-    names = plan.node_names()
     for p in plan.patches:
-        live = client.get("Node", names[p.node])
-        out = client.patch("Node", names[p.node], p.merge_patch(live), dry_run=True)
+        live = client.get("Node", p.node)
+        out = client.patch("Node", p.node, p.merge_patch(live), dry_run=True)
         assert {k: out["metadata"]["labels"][k] for k in p.labels} == p.labels
         got = {(t["key"], t.get("value", ""), t["effect"]) for t in out["spec"].get("taints", [])}
         assert {(t.key, t.value, t.effect) for t in p.taints} <= got
-        assert "nvidia.com/gpu.product" not in client.get("Node", names[p.node])["metadata"].get(
+        assert "nvidia.com/gpu.product" not in client.get("Node", p.node)["metadata"].get(
             "labels", {})  # dry run: nothing stored
 
 
@@ -793,14 +981,14 @@ def test_kubectl_steps_are_accepted_by_a_real_api_server(api, registered, tmp_pa
     plan = kind.plan(SCENARIO)
     plan.paths = dict(plan.paths, kubeconfig=lab.kubeconfig())
     plan.write()
-    steps = plan.steps(create=False, build=False)
+    steps = plan.steps(create=False)
     mutating = [s for s in steps if s.argv[3:4] in (("label",), ("taint",), ("apply",))]
     assert len(mutating) == 1 + sum(bool(p.labels) + bool(p.taints) for p in plan.patches)
     for s in mutating:
         res = _run_kubectl([*s.argv, "--dry-run=server"])
         assert res.stdout.strip()
     for w in plan.workers:  # a dry run: nothing stored
-        live = client.get("Node", w.kind_name)
+        live = client.get("Node", w.node)
         assert not any(k.startswith("nvidia.com/") for k in live["metadata"]["labels"])
         taints = live["spec"].get("taints", [])
         assert not [t for t in taints if not t["key"].startswith("node.kubernetes.io/")]
@@ -813,13 +1001,13 @@ def test_kubectl_wait_for_allocatable_matches_escaped_resource_names(api, regist
     _kubectl_or_skip()
     lab, client = api
     plan = registered
-    names = plan.node_names()
-    node = names["a100-0"]
+    node = next(w.node for w in plan.workers if w.pool == "a100")
+    assert node == "a100-0"
     alloc = {r: str(n) for r, n in plan.resources["a100"].items()}
     status = {"capacity": {"cpu": "8", "memory": "16Gi", "pods": "110", **alloc},
               "allocatable": {"cpu": "8", "memory": "16Gi", "pods": "110", **alloc}}
     client.patch("Node", node, {"status": status}, subresource="status")
-    waits = [s for s in plan.steps(create=False, build=False)
+    waits = [s for s in plan.steps(create=False)
              if s.argv[3] == "wait" and "gpulab.dev/pool=a100" in s.argv]
     assert len(waits) == len(alloc) >= 2  # mixed MIG: one resource per profile
     for s in waits:
