@@ -37,6 +37,10 @@ COMMANDS = (
     "k8s.io/kubernetes/cmd/kube-apiserver",
     "k8s.io/kubernetes/cmd/kube-controller-manager",
     "k8s.io/kubernetes/cmd/kube-scheduler",
+    # a kind node's own (gpu-lab kind build)
+    "k8s.io/kubernetes/cmd/kubeadm",
+    "k8s.io/kubernetes/cmd/kubectl",
+    "k8s.io/kubernetes/cmd/kubelet",
 )
 
 _VERSION_RE = re.compile(r"^v1\.(\d+)\.(\d+)(-[0-9A-Za-z.-]+)?$")

@@ -107,7 +107,17 @@ def backend_available(backend: str) -> tuple[bool, str]:
         if find_binaries() is None:
             return False, "the control plane is not built: run `gpu-lab controlplane build` (needs Go)"
         return True, "the control-plane binaries are built"
-    if backend in ("kind", "kubeconfig"):
+    if backend == "kind":
+        from .backends.kind import build as kind_build
+
+        try:
+            missing = kind_build.images_ready()
+        except (OSError, GpuLabError):
+            missing = ["a Docker engine"]
+        if missing:
+            return False, f"needs {', '.join(missing)}: run `gpu-lab kind build` (Docker, Go, debootstrap)"
+        return True, "the kind images are built"
+    if backend == "kubeconfig":
         return False, f'backend "{backend}": needs a cluster you create or own (see the README)'
     return False, f'unknown backend "{backend}" (choose from {", ".join(BACKENDS)})'
 
@@ -127,7 +137,9 @@ def connect(backend: str = "sim", *, seed: int | None = 0, deterministic: bool =
     (``gpu-lab controlplane build``) with simulated GPU nodes; ``options`` go to it
     (``name``, ``root``, ``timeout``). ``kubeconfig`` works on an existing cluster
     (``kubeconfig``, ``context``, ``namespace``): read-only for nodes, workloads only in
-    a namespace gpu-lab creates.
+    a namespace gpu-lab creates. ``kind`` runs on a kind cluster gpu-lab makes from the
+    scenario's nodes (``name``, ``namespace``; images from ``gpu-lab kind build``): real
+    kubelets, the fake NVIDIA device plugin registered with each.
     """
     if backend == "sim":
         from .backends.sim import SimSession
@@ -142,6 +154,7 @@ def connect(backend: str = "sim", *, seed: int | None = 0, deterministic: bool =
 
         return KubeconfigSession(**options)
     if backend == "kind":
-        raise GpuLabError('backend "kind": create the cluster with `gpu-lab up --backend kind --scenario FILE`, '
-                          'then connect("kubeconfig", kubeconfig=<its kubeconfig>)')
+        from .backends.kind.session import KindSession
+
+        return KindSession(**options)
     raise GpuLabError(f'unknown backend "{backend}" (choose from {", ".join(BACKENDS)})')

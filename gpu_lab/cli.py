@@ -18,9 +18,12 @@ def _session(args):
 
     options = {}
     if getattr(args, "name", None) is not None:
-        if args.backend != "local":
-            raise GpuLabError(f'--name names a lab of the "local" backend, not of "{args.backend}"')
+        if args.backend not in ("local", "kind"):
+            raise GpuLabError(f'--name names a lab of the "local" or "kind" backend, not of "{args.backend}"')
         options["name"] = args.name
+    if args.backend == "kind":
+        options.setdefault("name", "gpu-lab")
+        options["progress"] = lambda m: print(m, file=sys.stderr, flush=True)
     lab = connect(args.backend, seed=args.seed, deterministic=args.deterministic, **options)
     lab.reset()  # a run starts from an empty cluster, whichever backend serves it
     lab.apply(args.scenario)
@@ -132,7 +135,7 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("--seed", type=int, default=0, help="seed for the random tie-break (default 0)")
         sp.add_argument("--deterministic", action="store_true", help="break ties by lowest node name")
         sp.add_argument("--json", action="store_true", help="machine-readable output")
-        sp.add_argument("--name", help="--backend local: the lab to use (default: default)")
+        sp.add_argument("--name", help="--backend local or kind: the lab to use (default: default; kind: gpu-lab)")
 
     run = sub.add_parser("run", help="schedule a scenario and print where every pod landed")
     common(run)
@@ -245,6 +248,12 @@ def cmd_workshop(args) -> int:
     return main(args.rest)
 
 
+def cmd_kind(args) -> int:
+    from .backends.kind.cli import main
+
+    return main(args.rest)
+
+
 def cmd_fuzz(args) -> int:
     from .fuzz.cli import main
 
@@ -255,7 +264,7 @@ def cmd_fuzz(args) -> int:
 _PASSTHROUGH = {"device-plugin": cmd_device_plugin, "controlplane": cmd_controlplane, "mig": cmd_mig,
                 "doctor": cmd_doctor, "edition": cmd_edition, "workshop": cmd_workshop,
                 "probe": cmd_probe, "inventory": cmd_inventory,
-                "labs": cmd_labs, "drill": cmd_drill, "fuzz": cmd_fuzz}
+                "labs": cmd_labs, "drill": cmd_drill, "fuzz": cmd_fuzz, "kind": cmd_kind}
 _LOCAL = ("up", "down", "status", "logs", "kubeconfig")
 
 

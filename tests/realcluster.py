@@ -52,3 +52,18 @@ def private_lab(tmp_path_factory, name: str, what: str, *, timeout: float = 90,
         session.reset()
     session.close()
     session.cluster.down(progress=None, purge=True)
+
+
+def require_kind(what: str = "the kind tests") -> None:
+    """A Docker engine and the images of ``gpu-lab kind build``, by the same rule."""
+    from gpu_lab.backends.kind import build as kind_build
+    from gpu_lab.errors import GpuLabError
+
+    try:
+        kind_build.require_docker()
+    except (GpuLabError, OSError) as err:
+        _missing(str(err), what)
+    missing = kind_build.images_ready()
+    if missing or kind_build.tool_path("kind") is None or kind_build.tool_path("kubectl") is None:
+        _missing(f"kind images or tools not built ({', '.join(missing) or 'kind, kubectl'}): "
+                 "run `gpu-lab kind build`", what)

@@ -22,6 +22,7 @@ fake plugin derives GPU UUIDs from the kind node's name; the control-plane node 
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -71,10 +72,9 @@ class KindPlan:
     def manifests_text(self) -> str | None:
         return mf.dump_all(self.manifests) if self.manifests else None
 
-    def steps(self, create: bool = True, build: bool = True) -> list[cmd.Step]:
+    def steps(self, create: bool = True) -> list[cmd.Step]:
         return cmd.up_steps(
             self.name,
-            repo=self.repo,
             image=self.image,
             config=self.paths["config"],
             manifests=self.paths["manifests"] if self.manifests else None,
@@ -82,16 +82,15 @@ class KindPlan:
             patches=self.patches,
             resources=self.resources,
             create=create,
-            build=build,
         )
 
-    def script(self, create: bool = True, build: bool = True) -> str:
+    def script(self, create: bool = True) -> str:
         preflight = [cmd.docker_info(), cmd.kind_version()]
-        return cmd.script(preflight + self.steps(create, build))
+        return cmd.script(preflight + self.steps(create))
 
-    def node_names(self) -> dict[str, str]:
-        """Scenario node name -> the name kind gives that node."""
-        return {w.node: w.kind_name for w in self.workers}
+    def containers(self) -> dict[str, str]:
+        """Scenario node name (also the Kubernetes node's) -> the container kind runs it in."""
+        return {w.node: w.container for w in self.workers}
 
     def write(self) -> None:
         """Write the kind config, the manifests and ``up.sh`` into the lab folder."""
@@ -150,7 +149,8 @@ class KindCluster:
     def runner(self, progress: Progress = print) -> cmd.Runner:
         if self._runner is not None:
             return self._runner
-        return cmd.Runner(progress=progress, log=self.paths["log"])
+        return cmd.Runner(progress=progress, log=self.paths["log"],
+                          env={"KIND_EXPERIMENTAL_DOCKER_NETWORK": cmd.network(self.name)})
 
     # ------------------------------------------------------------------ plan
 
@@ -197,17 +197,19 @@ class KindCluster:
         out = (runner or self.runner(None)).output(cmd.kind_get_clusters())
         return self.name in {ln.strip() for ln in out.splitlines()}
 
-    def up(self, scenario: Scenario | Any, progress: Progress = print,
-           build: bool = True) -> KindPlan:
-        """Create (or reuse) the cluster, build and load the plugin image, label and taint
-        the nodes, deploy the plugin and wait until every GPU node advertises its GPUs."""
+    def up(self, scenario: Scenario | Any, progress: Progress = print) -> KindPlan:
+        """Create (or reuse) the cluster, load the plugin image, label and taint the nodes,
+        deploy the plugin and wait until every GPU node advertises its GPUs. A failed
+        creation deletes the half-made cluster."""
         say = progress or (lambda _m: None)
         plan = self.plan(scenario)
-        if plan.manifests and build and not (self.repo / "Dockerfile").is_file():
-            raise KindError(f"no Dockerfile in {self.repo}: the device-plugin image is built "
-                            "from a gpu-lab source tree (a git clone)")
         runner = self.runner(progress)
         runner.preflight()
+        needed = [self.node_image] + ([self.image] if plan.manifests else [])
+        missing = [i for i in needed if runner._call(cmd.image_inspect(i), check=False).returncode]
+        if missing:
+            raise KindError(f"image {', '.join(missing)} not built yet: run `gpu-lab kind build` "
+                            "(about 2 minutes once the control plane is built)")
         exists = self.exists(runner)
         if exists:
             old = self.paths["config"].read_text() if self.paths["config"].exists() else None
@@ -223,8 +225,15 @@ class KindCluster:
             say(f"warning: {w}")
         plan.write()
         say(f"kind cluster {self.name!r}: {len(plan.workers)} workers "
-            f"({', '.join(f'{w.node}={w.kind_name}' for w in plan.workers)})")
-        runner.execute(plan.steps(create=not exists, build=build))
+            f"({', '.join(f'{w.node} in {w.container}' for w in plan.workers)})")
+        try:
+            runner.execute(plan.steps(create=not exists))
+        except (KindError, KeyboardInterrupt):
+            if not exists:  # never leave a half-made cluster behind
+                say(f"kind cluster {self.name!r} did not come up: deleting it")
+                with contextlib.suppress(KindError):
+                    runner.execute(cmd.down_steps(self.name, self.kubeconfig()))
+            raise
         say(f"kind cluster {self.name!r} ready; kubeconfig: {self.kubeconfig()}")
         return plan
 
@@ -236,7 +245,9 @@ class KindCluster:
         runner.preflight(("docker", "kind"))
         deleted = False
         if self.exists(runner):
-            runner.execute(cmd.down_steps(self.name, self.kubeconfig()))
+            delete, net = cmd.down_steps(self.name, self.kubeconfig())
+            runner.run(delete)
+            runner._call(net, check=False)  # absent when kind used an existing network
             deleted = True
             say(f"kind cluster {self.name!r} deleted")
         else:

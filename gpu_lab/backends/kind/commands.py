@@ -31,6 +31,7 @@ of every step goes to a log file.
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import shutil
@@ -79,10 +80,9 @@ def kind_version() -> Step:
     return Step(("kind", "version"), "check kind's version", 30.0)
 
 
-def docker_build(image: str, repo: Path, dockerfile: Path | None = None) -> Step:
-    dockerfile = dockerfile or repo / "Dockerfile"
-    return Step(("docker", "build", "-t", image, "-f", str(dockerfile), str(repo)),
-                f"build the fake device plugin image {image}")
+def image_inspect(image: str) -> Step:
+    return Step(("docker", "image", "inspect", "--format", "{{.Id}}", image),
+                f"check that {image} is built", 60.0)
 
 
 def kind_create(name: str, config: Path, kubeconfig: Path) -> Step:
@@ -107,6 +107,13 @@ def kind_delete(name: str, kubeconfig: Path) -> Step:
 
 def kubectl(kubeconfig: Path, *args: str) -> tuple[str, ...]:
     return ("kubectl", "--kubeconfig", str(kubeconfig), *args)
+
+
+def scale_coredns(kubeconfig: Path) -> Step:
+    return Step(kubectl(kubeconfig, "-n", "kube-system", "scale", "deployment/coredns",
+                        "--replicas=0"),
+                "scale kubeadm's CoreDNS to 0 (no kube-proxy to reach the API server's Service; "
+                "no GPU lesson needs cluster DNS)")
 
 
 def wait_nodes_ready(kubeconfig: Path) -> Step:
@@ -155,7 +162,6 @@ def wait_allocatable(kubeconfig: Path, pool: str, resource: str, count: int) -> 
 def up_steps(
     name: str,
     *,
-    repo: Path,
     image: str,
     config: Path,
     manifests: Path | None,
@@ -163,18 +169,17 @@ def up_steps(
     patches: list[NodePatch],
     resources: dict[str, dict[str, int]],
     create: bool = True,
-    build: bool = True,
 ) -> list[Step]:
-    """The whole ``up`` sequence after the preflight checks.
+    """The whole ``up`` sequence after the preflight checks (the images are built by
+    ``gpu-lab kind build``).
 
-    ``manifests`` is None when no pool has GPUs (nothing to build, load or deploy);
+    ``manifests`` is None when no pool has GPUs (nothing to load or deploy);
     ``create=False`` reuses a cluster that already exists."""
     plugin = manifests is not None
     steps: list[Step] = []
-    if plugin and build:
-        steps.append(docker_build(image, repo))
     if create:
         steps.append(kind_create(name, config, kubeconfig))
+        steps.append(scale_coredns(kubeconfig))
     if plugin:
         steps.append(kind_load(name, image))
     steps.append(wait_nodes_ready(kubeconfig))
@@ -193,8 +198,19 @@ def up_steps(
     return steps
 
 
+def network(name: str) -> str:
+    """The Docker network of one gpu-lab kind cluster (kind's shared ``kind`` network would
+    outlive ``down``; ``KIND_EXPERIMENTAL_DOCKER_NETWORK`` gives each cluster its own)."""
+    return f"gpu-lab-kind-{name}"
+
+
+def network_rm(name: str) -> Step:
+    return Step(("docker", "network", "rm", network(name)),
+                f"remove the cluster's Docker network {network(name)}", 60.0)
+
+
 def down_steps(name: str, kubeconfig: Path) -> list[Step]:
-    return [kind_delete(name, kubeconfig)]
+    return [kind_delete(name, kubeconfig), network_rm(name)]
 
 
 def script(steps: Iterable[Step]) -> str:
@@ -234,14 +250,26 @@ class Runner:
         run: Run = subprocess.run,
         which: Callable[[str], str | None] = shutil.which,
         log: Path | None = None,
+        env: dict[str, str] | None = None,
     ):
         self.progress = progress or (lambda _m: None)
         self._run = run
         self._which = which
         self.log = log
+        self.env = env  # added to the environment of every command
+
+    def resolve(self, tool: str) -> str | None:
+        """``tool`` on PATH, else the one ``gpu-lab kind build`` left in the cache."""
+        found = self._which(tool)
+        if found or self._which is not shutil.which:
+            return found
+        from .build import tool_path
+
+        cached = tool_path(tool)
+        return str(cached) if cached else None
 
     def require(self, tool: str) -> str:
-        path = self._which(tool)
+        path = self.resolve(tool)
         if not path:
             raise KindError(f"{tool} not found on PATH: {INSTALL_HINTS.get(tool, 'install it')}")
         return path
@@ -281,8 +309,10 @@ class Runner:
 
     def _call(self, step: Step, check: bool = True) -> subprocess.CompletedProcess:
         try:
-            res = self._run(list(step.argv), capture_output=True, text=True,
-                            timeout=step.timeout, stdin=subprocess.DEVNULL)
+            argv = [self.resolve(step.argv[0]) or step.argv[0], *step.argv[1:]]
+            extra = {"env": {**os.environ, **self.env}} if self.env else {}
+            res = self._run(argv, capture_output=True, text=True,
+                            timeout=step.timeout, stdin=subprocess.DEVNULL, **extra)
         except FileNotFoundError:
             raise KindError(f"{step.argv[0]} not found on PATH: "
                             f"{INSTALL_HINTS.get(step.argv[0], 'install it')}") from None

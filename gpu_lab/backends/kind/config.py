@@ -16,11 +16,15 @@ exist (``manifests.node_patches``). The kubelet sets ``kubernetes.io/hostname``,
 and ``arch`` itself, from the real container; they are left alone. No
 ``kubeadmConfigPatches`` are needed.
 
-The node image is kind's own build of Kubernetes v1.37: ``kindest/node:v1.37.0``, pinned by
-the digest kind v0.33.0 (released 2026-08-26) lists. That is the newest 1.37 node image a
-kind release lists that we could confirm (no published ``v1.37.1``/``v1.37.2`` node image was
-found); the local backend runs v1.37.2. kind supports a node image with the kind release it
-was published with, so ``kind`` must be v0.33.0 or newer (``commands`` checks).
+Each worker registers under its scenario node's own name (a ``JoinConfiguration`` patch sets
+``nodeRegistration.name``), so pods land on ``h100-0`` on kind as on every other backend; the
+containers keep kind's names (``<cluster>-worker``, ``<cluster>-worker2``, ...).
+
+The node image is gpu-lab's own build of Kubernetes v1.37.2 (``gpu-lab kind build``, see
+``build``): no image can be pulled here, and kind publishes no v1.37.2 node image. The
+clusters run without kube-proxy and with no CNI daemon (``networking``: containerd writes each
+node's pod network config), and tell the kubelet that a cgroup v1 host is fine
+(``failCgroupV1: false``, still honoured by v1.37; kind itself only warns).
 """
 
 from __future__ import annotations
@@ -34,15 +38,13 @@ import yaml
 from ...errors import GpuLabError
 from ...model.nodepool import POOL_LABEL
 from ...model.objects import Node, Taint
+from ..kubeconfig import OWNED_LABEL
 
 API_VERSION = "kind.x-k8s.io/v1alpha4"
 KIND_RELEASE = "v0.33.0"
 KIND_MIN_VERSION = (0, 33, 0)
-KUBERNETES_VERSION = "v1.37.0"
-NODE_IMAGE = (
-    "kindest/node:v1.37.0"
-    "@sha256:a1ed56cfb0e7b93589bdf97c8cd566405a265939e3620fc4f5de89adff580ae5"
-)
+KUBERNETES_VERSION = "v1.37.2"
+NODE_IMAGE = f"gpu-lab/kind-node:{KUBERNETES_VERSION}"  # built by `gpu-lab kind build`
 NODE_LABEL = "gpulab.dev/node"
 DEFAULT_NAME = "gpu-lab"
 #: one container per node, roughly half a GB of memory each
@@ -105,7 +107,8 @@ def kubelet_accepts_label(key: str) -> bool:
 
 
 def kind_node_names(cluster: str, workers: int) -> tuple[str, list[str]]:
-    """The names kind gives its nodes (``common.MakeNodeNamer``): control plane, workers."""
+    """The names kind gives its node containers (``common.MakeNodeNamer``): control plane,
+    workers."""
     names = [f"{cluster}-worker" + (str(i + 1) if i else "") for i in range(workers)]
     return f"{cluster}-control-plane", names
 
@@ -114,8 +117,8 @@ def kind_node_names(cluster: str, workers: int) -> tuple[str, list[str]]:
 class Worker:
     """One scenario node as a kind worker."""
 
-    node: str  # the scenario's node name, e.g. h100-0
-    kind_name: str  # the name kind gives it, e.g. gpu-lab-worker2
+    node: str  # the scenario's node name, e.g. h100-0 (also the Kubernetes node's)
+    container: str  # the name kind gives its container, e.g. gpu-lab-worker2
     pool: str | None
     kind_labels: dict[str, str]  # in the kind config (kubelet --node-labels)
     patch_labels: dict[str, str]  # applied after creation (GFD's and the kubelet-refused)
@@ -130,13 +133,13 @@ class Worker:
 def plan_workers(cluster: str, nodes: list[Node]) -> list[Worker]:
     """Split each node's labels between the kind config and the post-creation patch."""
     check_name(cluster)
-    _, kind_names = kind_node_names(cluster, len(nodes))
+    _, containers = kind_node_names(cluster, len(nodes))
     workers = []
-    for node, kind_name in zip(nodes, kind_names):
-        kind_labels = {NODE_LABEL: node.name}
+    for node, container in zip(nodes, containers):
+        kind_labels = {NODE_LABEL: node.name, OWNED_LABEL: "true"}
         patch: dict[str, str] = {}
         for key, val in node.labels.items():
-            if key in KUBELET_OWN_LABELS or key == NODE_LABEL:
+            if key in KUBELET_OWN_LABELS or key in (NODE_LABEL, OWNED_LABEL):
                 continue
             if key.startswith(GFD_PREFIX) or not kubelet_accepts_label(key):
                 patch[key] = val
@@ -145,7 +148,7 @@ def plan_workers(cluster: str, nodes: list[Node]) -> list[Worker]:
         if node.pool is not None:
             kind_labels[POOL_LABEL] = node.pool
         workers.append(
-            Worker(node.name, kind_name, node.pool, kind_labels, patch, list(node.taints), node)
+            Worker(node.name, container, node.pool, kind_labels, patch, list(node.taints), node)
         )
     return workers
 
@@ -155,8 +158,19 @@ def kind_config(cluster: str, workers: list[Worker], image: str = NODE_IMAGE) ->
     check_name(cluster)
     nodes: list[dict[str, Any]] = [{"role": "control-plane", "image": image}]
     for w in workers:
-        nodes.append({"role": "worker", "image": image, "labels": dict(w.kind_labels)})
-    return {"kind": "Cluster", "apiVersion": API_VERSION, "name": cluster, "nodes": nodes}
+        nodes.append({"role": "worker", "image": image, "labels": dict(w.kind_labels),
+                      "kubeadmConfigPatches": [yaml.safe_dump(
+                          {"kind": "JoinConfiguration", "nodeRegistration": {"name": w.node}},
+                          sort_keys=False)]})
+    return {
+        "kind": "Cluster",
+        "apiVersion": API_VERSION,
+        "name": cluster,
+        "networking": {"disableDefaultCNI": True, "kubeProxyMode": "none"},
+        "kubeadmConfigPatches": [yaml.safe_dump(
+            {"kind": "KubeletConfiguration", "failCgroupV1": False}, sort_keys=False)],
+        "nodes": nodes,
+    }
 
 
 def dump(config: dict[str, Any]) -> str:

@@ -37,6 +37,9 @@ from gpu_lab.errors import GpuLabError
 DEFAULT_VERSION = "v1.37.2"
 KUBE_COMPONENTS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
 ALL = ("etcd", *KUBE_COMPONENTS)
+#: what a kind node image runs besides the control plane (built only on request, by
+#: ``gpu-lab kind build``; same wrapper module, same flags)
+NODE_COMPONENTS = ("kubelet", "kubeadm", "kubectl")
 #: built only on request (``--with``), by their own module (:mod:`.kueuebuild`)
 ADDONS = ("kueue",)
 PACKAGES = {
@@ -44,7 +47,12 @@ PACKAGES = {
     "kube-apiserver": "k8s.io/kubernetes/cmd/kube-apiserver",
     "kube-controller-manager": "k8s.io/kubernetes/cmd/kube-controller-manager",
     "kube-scheduler": "k8s.io/kubernetes/cmd/kube-scheduler",
+    "kubelet": "k8s.io/kubernetes/cmd/kubelet",
+    "kubeadm": "k8s.io/kubernetes/cmd/kubeadm",
+    "kubectl": "k8s.io/kubernetes/cmd/kubectl",
 }
+#: how each binary tells its version (kubeadm and kubectl have no ``--version``)
+VERSION_ARGS = {"kubeadm": ["version", "-o", "short"], "kubectl": ["version", "--client"]}
 #: go.mod pins used when the wrapper modules cannot be read (kept in sync with controlplane/)
 FALLBACK_ETCD_VERSION = "v3.7.0"
 FALLBACK_GO_VERSION = "1.26"
@@ -121,7 +129,7 @@ def output_dirs(
     """Where each component's binary lives in the cache."""
     root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     ev = etcd_version or etcd_version_for()
-    out = {c: root / f"k8s-{version}" for c in KUBE_COMPONENTS}
+    out = {c: root / f"k8s-{version}" for c in (*KUBE_COMPONENTS, *NODE_COMPONENTS)}
     out["etcd"] = root / f"etcd-{ev}"
     return out
 
@@ -174,10 +182,11 @@ def expected_version(component: str, version: str, etcd_version: str | None = No
 
 
 def reported_version(component: str, binary: Path | str) -> str | None:
-    """Run ``binary --version`` and parse it (``Kubernetes v1.37.2`` / ``etcd Version: 3.7.0``)."""
+    """Run ``binary --version`` and parse it (``Kubernetes v1.37.2`` / ``etcd Version: 3.7.0``;
+    kubeadm prints ``v1.37.2``, kubectl ``Client Version: v1.37.2``)."""
     try:
         res = subprocess.run(
-            [str(binary), "--version"],
+            [str(binary), *VERSION_ARGS.get(component, ["--version"])],
             capture_output=True,
             text=True,
             timeout=VERSION_TIMEOUT_S,
@@ -185,8 +194,9 @@ def reported_version(component: str, binary: Path | str) -> str | None:
     except (OSError, subprocess.SubprocessError):
         return None
     out = res.stdout + res.stderr
-    pattern = r"etcd Version:\s*(\S+)" if component == "etcd" else r"Kubernetes\s+(v\S+)"
-    m = re.search(pattern, out)
+    pattern = {"etcd": r"etcd Version:\s*(\S+)", "kubeadm": r"^(v\S+)",
+               "kubectl": r"Client Version:\s*(v\S+)"}.get(component, r"Kubernetes\s+(v\S+)")
+    m = re.search(pattern, out, re.MULTILINE)
     return m.group(1) if m else None
 
 
@@ -505,7 +515,8 @@ def build(
     comps = list(dict.fromkeys(components))
     unknown = [c for c in comps if c not in PACKAGES]
     if unknown:
-        raise BuildError(f"unknown component(s) {', '.join(unknown)}; choose from {', '.join(ALL)}")
+        raise BuildError(f"unknown component(s) {', '.join(unknown)}; choose from "
+                         f"{', '.join((*ALL, *NODE_COMPONENTS))}")
     _minor(version)
     root = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
     ev = etcd_version or etcd_version_for()

@@ -217,6 +217,15 @@ def cmd_logs(args) -> int:
 
 
 def cmd_kubeconfig(args) -> int:
+    if getattr(args, "backend", "local") == "kind":
+        kind = _kind(args)
+        path = kind.kubeconfig()
+        if not path.exists():
+            print(f"error: no kind cluster {kind.name!r} yet: run `gpu-lab up --backend kind "
+                  f"--name {kind.name} --scenario FILE`", file=sys.stderr)
+            return 1
+        print(path)
+        return 0
     lab = _lab(args)
     path = lab.kubeconfig()
     if not path.exists():
@@ -268,6 +277,7 @@ def build_parser(prog: str = "gpu-lab") -> argparse.ArgumentParser:
     logs.set_defaults(func=cmd_logs)
 
     kcfg = named(sub.add_parser("kubeconfig", help="print the path of the admin kubeconfig"))
+    kcfg.add_argument("--backend", default="local", choices=BACKENDS, help="local (default) or kind")
     kcfg.set_defaults(func=cmd_kubeconfig)
     return p
 

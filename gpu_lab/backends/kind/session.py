@@ -1,0 +1,149 @@
+"""``connect("kind")``: the Session API on a kind cluster gpu-lab made, with real kubelets and
+the fake NVIDIA device plugin.
+
+    lab = connect("kind", name="gpu-lab")
+    lab.apply("lessons/scenarios/first_cluster.yaml")   # creates the cluster (or reuses it)
+    lab.schedule(); lab.pods(); lab.explain("train-0")
+
+The cluster is gpu-lab's own, so the kubeconfig backend's rules are relaxed where they
+protect someone else's cluster and kept where they keep runs apart: the scenario's Nodes and
+NodePools shape the cluster (``KindCluster.up``: created on first use, reused while the nodes
+are the same, refused with one line when they differ); its PriorityClasses are created
+(labelled ``gpulab.dev/managed=true`` and deleted by ``reset``); workloads go to gpu-lab's
+namespace as on the kubeconfig backend; node changes (labels, taints, cordon) are allowed,
+every node carrying ``gpulab.dev/owned=true``. A KubeSchedulerConfiguration is refused: the
+kind cluster runs kubeadm's kube-scheduler with its defaults.
+
+What differs from the other backends, by construction: a kind node's CPU, memory and pod
+capacity are the Docker host's (a scenario's ``cpu: "192"`` is not reproduced); workload
+images cannot be pulled here (a pod is scheduled, bound and given its devices, then waits
+with ErrImagePull) unless it uses an image the cluster has, such as the device plugin's
+(``gpu-lab/fake-device-plugin``, with python3), which ``show_devices_pod`` uses.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ...errors import GpuLabError
+from ...kube import KubeClient, NotFound
+from ...model.scenario import load_documents
+from ..base import Source
+from ..kubeconfig import MANAGED_LABEL
+from ..kubeconfig.session import KubeconfigSession
+from .cluster import KindCluster
+from .config import DEFAULT_NAME
+from .manifests import IMAGE
+
+NODE_KINDS = ("Node", "NodePool")
+
+
+class KindSession(KubeconfigSession):
+    backend = "kind"
+
+    def __init__(self, name: str = DEFAULT_NAME, root: Path | str | None = None, *,
+                 namespace: str = "gpu-lab", timeout: float = 120.0, settle: float = 1.0,
+                 progress: Any = None):
+        self.cluster = KindCluster(name, root)
+        self._progress = progress
+        self._connected = False
+        if self.cluster.kubeconfig().exists():
+            self._open(namespace, timeout, settle)
+        else:  # no cluster yet: the first apply with nodes makes one
+            self.namespace = namespace
+            self.timeout, self.settle = timeout, settle
+            self.allow_node_changes = True
+            self._expected_pods = 0
+
+    def __repr__(self) -> str:
+        return f"KindSession(name={self.cluster.name!r}, namespace={self.namespace!r})"
+
+    def _open(self, namespace: str, timeout: float, settle: float) -> None:
+        client = KubeClient.from_kubeconfig(self.cluster.kubeconfig(), None, timeout=60.0)
+        super().__init__(client=client, allow_node_changes=True, namespace=namespace,
+                         timeout=timeout, settle=settle)
+        self._connected = True
+
+    def _require_cluster(self) -> None:
+        if not self._connected:
+            raise GpuLabError(
+                f"no kind cluster {self.cluster.name!r} yet: apply a scenario with Nodes or "
+                f"NodePools, or `gpu-lab up --backend kind --name {self.cluster.name} --scenario FILE`")
+
+    def close(self) -> None:
+        if self._connected:
+            super().close()
+
+    # ------------------------------------------------------------- apply
+    def apply(self, src: Source) -> list[str]:
+        docs = load_documents(src)
+        for d in docs:
+            if d.get("kind") == "KubeSchedulerConfiguration":
+                raise GpuLabError(
+                    "refusing KubeSchedulerConfiguration: the kind backend runs kubeadm's "
+                    "kube-scheduler with its default profile (scheduler profiles run on sim and local)")
+        nodes = [d for d in docs if d.get("kind") in NODE_KINDS]
+        refs: list[str] = []
+        if nodes:
+            plan = self.cluster.up(nodes, progress=self._progress)
+            refs += [f"node/{w.node}" for w in plan.workers]
+            if not self._connected:
+                self._open(self.namespace, self.timeout, self.settle)
+        self._require_cluster()
+        for d in docs:
+            if d.get("kind") == "PriorityClass":
+                refs.append(self._priority_class(d))
+        rest = [d for d in docs if d.get("kind") not in (*NODE_KINDS, "PriorityClass")]
+        if rest:
+            refs += super().apply(rest)
+        return refs
+
+    def _priority_class(self, doc: dict) -> str:
+        name = doc["metadata"]["name"]
+        body = {**doc, "metadata": {**doc["metadata"],
+                                    "labels": {**(doc["metadata"].get("labels") or {}),
+                                               MANAGED_LABEL: "true"}}}
+        try:
+            have = self.client.get("PriorityClass", name)
+        except NotFound:
+            self.client.create(body)
+            return f"priorityclass/{name}"
+        ours = (have.get("metadata", {}).get("labels") or {}).get(MANAGED_LABEL) == "true"
+        if not ours and have.get("value") != doc.get("value"):
+            raise GpuLabError(f'PriorityClass "{name}" exists with value {have.get("value")}, '
+                              f"not {doc.get('value')}, and gpu-lab did not create it")
+        return f"priorityclass/{name}"
+
+    # ------------------------------------------------------------- reset
+    def reset(self, force: bool = False, wait: bool = True) -> None:
+        if not self._connected:
+            return
+        super().reset(force=force, wait=wait)
+        for pc in self.client.list("PriorityClass", label_selector=f"{MANAGED_LABEL}=true")["items"]:
+            self.client.delete("PriorityClass", pc["metadata"]["name"], missing_ok=True)
+
+    # ------------------------------------------------------------- pods
+    def schedule(self):
+        self._require_cluster()
+        return super().schedule()
+
+
+def show_devices_pod(name: str = "show-devices", gpus: int = 1, resource: str = "nvidia.com/gpu") -> dict:
+    """A pod that prints the ``NVIDIA_VISIBLE_DEVICES`` its container got (device plugin
+    image, never pulled)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name},
+        "spec": {
+            "restartPolicy": "Never",
+            "containers": [{
+                "name": "show",
+                "image": IMAGE,
+                "imagePullPolicy": "Never",
+                "command": ["sh", "-c", 'echo "NVIDIA_VISIBLE_DEVICES=$NVIDIA_VISIBLE_DEVICES"'],
+                "resources": {"limits": {resource: gpus}},
+            }],
+        },
+    }

@@ -1,0 +1,257 @@
+"""The device-plugin flow on a real kind cluster: real kubelets in Docker containers, our fake
+NVIDIA device plugin as a DaemonSet registering over each kubelet's real ``kubelet.sock``.
+
+One cluster for the module (four GPU workers: whole GPUs, time-slicing, MIG mixed, MIG
+single), built from ``gpu-lab kind build``'s images; deleted at the end, with nothing left
+behind. Marked ``kind``: in CI (``CI=true``) a missing Docker engine or image fails, never
+skips.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+import uuid
+
+import pytest
+
+import gpu_lab
+from gpu_lab.backends.kind import build as kind_build
+from gpu_lab.backends.kind import commands as cmd
+from gpu_lab.backends.kind.session import show_devices_pod
+from tests.realcluster import require_kind
+
+pytestmark = pytest.mark.kind
+
+SCENARIO = """
+apiVersion: gpulab.dev/v1alpha1
+kind: NodePool
+metadata: {name: h100}
+spec:
+  count: 1
+  gpu: {model: H100-80GB, count: 8}
+  cpu: "2"
+  memory: 8Gi
+  taints: [{key: nvidia.com/gpu, value: present, effect: NoSchedule}]
+---
+apiVersion: gpulab.dev/v1alpha1
+kind: NodePool
+metadata: {name: t4}
+spec:
+  count: 1
+  gpu: {model: T4, count: 1}
+  cpu: "2"
+  memory: 8Gi
+  devicePlugin:
+    version: v1
+    sharing: {timeSlicing: {resources: [{name: nvidia.com/gpu, replicas: 4}]}}
+---
+apiVersion: gpulab.dev/v1alpha1
+kind: NodePool
+metadata: {name: a100}
+spec:
+  count: 1
+  gpu: {model: A100-40GB, count: 2}
+  cpu: "2"
+  memory: 8Gi
+  devicePlugin: {version: v1, flags: {migStrategy: mixed}}
+  mig: {config: all-balanced}
+---
+apiVersion: gpulab.dev/v1alpha1
+kind: NodePool
+metadata: {name: h200}
+spec:
+  count: 1
+  gpu: {model: H200-141GB, count: 1}
+  cpu: "2"
+  memory: 8Gi
+  devicePlugin: {version: v1, flags: {migStrategy: single}}
+  mig: {config: all-1g.18gb}
+"""
+TOLERATE = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+
+
+def _kubectl(lab, *args: str, check: bool = True) -> str:
+    kubectl = str(kind_build.tool_path("kubectl"))
+    res = subprocess.run([kubectl, "--kubeconfig", str(lab.cluster.kubeconfig()), *args],
+                         capture_output=True, text=True, timeout=120)
+    if check:
+        assert res.returncode == 0, res.stderr
+    return res.stdout
+
+
+def _until(what: str, check, timeout: float = 120.0, every: float = 0.5):
+    deadline = time.monotonic() + timeout
+    while True:
+        got = check()
+        if got:
+            return got
+        assert time.monotonic() < deadline, f"timed out after {timeout:.0f} s waiting for {what}"
+        time.sleep(every)
+
+
+def _nvidia(node: dict, field: str) -> dict[str, int]:
+    return {k: int(v) for k, v in (node["status"].get(field) or {}).items() if k.startswith("nvidia.com/")}
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    require_kind()
+    name = f"gt-{uuid.uuid4().hex[:6]}"
+    session = gpu_lab.connect("kind", name=name, root=tmp_path_factory.mktemp("kind"))
+    try:
+        session.apply(SCENARIO)
+        yield session
+    finally:
+        session.reset()
+        session.close()
+        session.cluster.down(progress=None, purge=True)
+        left = subprocess.run(["docker", "ps", "-a", "-q", "--filter",
+                               f"label=io.x-k8s.kind.cluster={name}"], capture_output=True, text=True)
+        nets = subprocess.run(["docker", "network", "ls", "-q", "--filter", f"name={cmd.network(name)}"],
+                              capture_output=True, text=True)
+        assert left.stdout.strip() == "" and nets.stdout.strip() == "", "kind down left containers or a network"
+
+
+@pytest.fixture(scope="module")
+def sim():
+    s = gpu_lab.connect("sim", deterministic=True)
+    s.apply(SCENARIO)
+    return s
+
+
+def _node(lab, name: str) -> dict:
+    return lab.client.get("Node", name)
+
+
+def test_nodes_are_the_scenarios_with_the_same_names_and_labels(lab, sim):
+    names = {n["metadata"]["name"] for n in lab.client.list("Node")["items"]}
+    assert set(sim.nodes()["name"]) <= names
+    assert len(names - set(sim.nodes()["name"])) == 1  # kind's control-plane node
+    h100 = _node(lab, "h100-0")
+    labels = h100["metadata"]["labels"]
+    assert labels["nvidia.com/gpu.product"] == "NVIDIA-H100-80GB-HBM3"
+    assert labels["gpulab.dev/owned"] == "true"
+    assert {(t["key"], t.get("value"), t["effect"]) for t in h100["spec"].get("taints") or []} == {
+        ("nvidia.com/gpu", "present", "NoSchedule")}
+    info = h100["status"]["nodeInfo"]
+    assert info["kubeletVersion"] == "v1.37.2"
+    assert info["containerRuntimeVersion"].startswith("containerd://2.")
+
+
+def test_plugin_registered_with_the_real_kubelet(lab):
+    """The kubelet's own log: a registration request over kubelet.sock, per resource."""
+    containers = lab.cluster.plan(SCENARIO).workers
+    for w in containers:
+        log = subprocess.run(["docker", "exec", w.container, "journalctl", "-u", "kubelet", "--no-pager"],
+                             capture_output=True, text=True, timeout=60).stdout
+        assert "Got registration request from device plugin with resource" in log, w.node
+        sockets = subprocess.run(["docker", "exec", w.container, "ls", "/var/lib/kubelet/device-plugins"],
+                                 capture_output=True, text=True).stdout.split()
+        assert "kubelet.sock" in sockets and any(s != "kubelet.sock" and s.endswith(".sock")
+                                                 for s in sockets), sockets
+
+
+def test_capacity_and_allocatable_come_from_the_device_manager_as_nvidia_advertises(lab, sim):
+    """Whole GPUs, time-slicing replicas, MIG mixed and single: what the real kubelet reports
+    is what the simulator's NVIDIA model advertises for the same NodePools."""
+    want = {row["name"]: row for row in sim.nodes().to_dict("records")}
+    for name in ("h100-0", "t4-0", "a100-0", "h200-0"):
+        node = _node(lab, name)
+        cap, alloc = _nvidia(node, "capacity"), _nvidia(node, "allocatable")
+        sim_alloc = {k.split(" ")[0]: int(v) for k, v in want[name].items()
+                     if k.endswith(" allocatable") and k.startswith("nvidia.com/") and v == v and v}
+        assert alloc == sim_alloc, name
+        assert cap == alloc, name
+    assert _nvidia(_node(lab, "t4-0"), "allocatable") == {"nvidia.com/gpu": 4}
+    assert _nvidia(_node(lab, "h200-0"), "allocatable") == {"nvidia.com/gpu": 7}
+    mixed = _nvidia(_node(lab, "a100-0"), "allocatable")
+    assert mixed and all(k.startswith("nvidia.com/mig-") for k in mixed)
+
+
+def test_a_container_sees_the_devices_the_plugin_allocated(lab, sim):
+    pod = show_devices_pod("show-devices", gpus=2)
+    pod["spec"]["tolerations"] = TOLERATE
+    pod["spec"]["nodeSelector"] = {"kubernetes.io/hostname": "h100-0"}
+    lab.apply([pod])
+
+    def done():
+        p = lab.client.get("Pod", "show-devices", namespace=lab.namespace)
+        return p if p["status"].get("phase") in ("Succeeded", "Failed") else None
+
+    assert _until("show-devices to finish", done)["status"]["phase"] == "Succeeded"
+    out = _kubectl(lab, "-n", lab.namespace, "logs", "show-devices").strip()
+    assert out.startswith("NVIDIA_VISIBLE_DEVICES=GPU-")
+    got = out.split("=", 1)[1].split(",")
+    sim.apply([pod])
+    sim.schedule()
+    want = sim.pods().set_index("name").loc["show-devices", "devices"]["nvidia.com/gpu"]
+    assert got == list(want)  # the same two UUIDs, chosen the same way
+    lab.delete("show-devices")
+
+
+def test_without_its_plugin_a_node_keeps_capacity_but_allocatable_drops_to_zero(lab):
+    """The classic fault: the plugin's pod is gone (here: the node leaves the DaemonSet's
+    selector), the kubelet's device manager marks its devices unhealthy, allocatable goes
+    to 0 while capacity keeps the GPUs; healthy GPUs sit unused. The plugin comes back and
+    so does allocatable."""
+    before = _node(lab, "h100-0")
+    assert _nvidia(before, "allocatable") == {"nvidia.com/gpu": 8}
+
+    def with_allocatable(count: int):
+        node = _node(lab, "h100-0")
+        return node if _nvidia(node, "allocatable").get("nvidia.com/gpu") == count else None
+
+    def plugin_pods():
+        return lab.client.list("Pod", namespace="gpu-lab-system",
+                               field_selector="spec.nodeName=h100-0")["items"]
+
+    lab.label_node("h100-0", {"gpulab.dev/pool": "h100-drained"})
+    try:
+        _until("the plugin's pod to leave h100-0", lambda: not plugin_pods())
+        gone = _until("allocatable nvidia.com/gpu to drop to 0", lambda: with_allocatable(0))
+        assert _nvidia(gone, "capacity") == {"nvidia.com/gpu": 8}
+    finally:
+        lab.label_node("h100-0", {"gpulab.dev/pool": "h100"})
+    back = _until("the plugin to register again", lambda: with_allocatable(8), timeout=180)
+    assert _nvidia(back, "capacity") == {"nvidia.com/gpu": 8}
+    assert len(plugin_pods()) == 1
+
+
+def test_scheduling_on_kind_matches_the_sim(lab, sim):
+    """Pods that ask only for GPUs: the real scheduler on real kubelets places them as the
+    simulator does, and the one that cannot fit is refused for the same reason."""
+    pods = []
+    for name, gpus in (("fill-a", 5), ("fill-b", 3), ("too-many", 1)):
+        pods.append({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+                     "spec": {"tolerations": TOLERATE,
+                              "nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"},
+                              "containers": [{"name": "c", "image": "registry.invalid/train:1",
+                                              "resources": {"limits": {"nvidia.com/gpu": gpus}}}]}})
+    lab.reset()
+    lab.apply(pods)
+    got = lab.schedule().set_index("name")
+    s = gpu_lab.connect("sim", deterministic=True)
+    s.apply(SCENARIO)
+    s.apply(pods)
+    want = s.schedule().set_index("name")
+    assert got.loc["fill-a", "node"] == want.loc["fill-a", "node"] == "h100-0"
+    assert got.loc["fill-b", "node"] == "h100-0"
+    assert got.loc["too-many", "node"] is None or got.loc["too-many", "node"] != got.loc["too-many", "node"]
+    assert "Insufficient nvidia.com/gpu" in got.loc["too-many", "message"]
+    assert "Insufficient nvidia.com/gpu" in want.loc["too-many", "message"]
+    exp = lab.explain("too-many")
+    assert "Insufficient nvidia.com/gpu" in str(exp)
+    lab.reset()
+
+
+def test_kubeconfig_command_prints_the_clusters_kubeconfig(lab):
+    res = subprocess.run(["gpu-lab", "kubeconfig", "--backend", "kind", "--name", lab.cluster.name],
+                         capture_output=True, text=True,
+                         env={**os.environ, "GPU_LAB_HOME": str(lab.cluster.dir.parent.parent)})
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.strip() == str(lab.cluster.kubeconfig())
+    cfg = json.loads(_kubectl(lab, "config", "view", "-o", "json", "--raw"))
+    assert cfg["clusters"][0]["cluster"]["server"].startswith("https://127.0.0.1:")
