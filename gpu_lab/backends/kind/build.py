@@ -543,9 +543,8 @@ def build_node(images: Iterable[str], progress: Progress, force: bool = False) -
 
 def plugin_requirements(pyproject: Path) -> list[str]:
     """gpu-lab's dependencies without numpy and pandas (the plugin never loads them)."""
-    import re
-
     import importlib
+    import re
 
     try:  # tomllib is 3.11's; the package supports 3.10 elsewhere
         tomllib = importlib.import_module("tomllib")
