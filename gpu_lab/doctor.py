@@ -240,29 +240,28 @@ def check_docker() -> Check:
 
 
 def check_kind(docker_ok: bool) -> list[Check]:
+    """The kind CLI and the images, all made by ``gpu-lab kind build`` (nothing is pulled)."""
+    from .backends.kind import build as kb
     from .backends.kind import config as kc
 
     off = 'connect("kind")'
-    exe = shutil.which("kind")
+    fix = "sudo gpu-lab kind build   # needs Go, gcc, debootstrap and Docker"
+    exe = shutil.which("kind") or (str(kb.tool_path("kind") or "") or None)
     if exe is None:
-        return [Check("kind", "kind", False, None, "not on PATH", disables=off,
-                      fix=f"go install sigs.k8s.io/kind@{kc.KIND_RELEASE}")]
+        return [Check("kind", "kind", False, None, "not built (nor on PATH)", disables=off, fix=fix)]
     res = _run([exe, "version"])
     m = re.search(r"v(\d+\.\d+\.\d+)", res[1]) if res else None
     version = m.group(1) if m else None
     ok = version is not None and _version_tuple(version) >= kc.KIND_MIN_VERSION
     out = [Check("kind", "kind", ok, version, exe if ok else f"{exe}: needs >= {kc.KIND_RELEASE}",
-                 disables="" if ok else off,
-                 fix="" if ok else f"go install sigs.k8s.io/kind@{kc.KIND_RELEASE}")]
+                 disables="" if ok else off, fix="" if ok else fix)]
     if docker_ok:
-        image = kc.NODE_IMAGE.split("@", 1)[0]
-        res = _run(["docker", "image", "inspect", "--format", "{{.Id}}", image])
-        have = res is not None and res[0] == 0
-        out.append(Check("kind", f"image {image}", have, None,
-                         "pulled" if have else "not pulled yet (kind pulls it on first use)",
-                         disables="" if have else "nothing: the first kind cluster pulls it "
-                         "(about 1 GB, needs the network)",
-                         fix="" if have else f"docker pull {kc.NODE_IMAGE}"))
+        for image in (kc.NODE_IMAGE, kb.PLUGIN_IMAGE):
+            res = _run(["docker", "image", "inspect", "--format", "{{.Id}}", image])
+            have = res is not None and res[0] == 0
+            out.append(Check("kind", f"image {image}", have, None,
+                             "built" if have else "not built yet",
+                             disables="" if have else off, fix="" if have else fix))
     return out
 
 

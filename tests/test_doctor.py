@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+import gpu_lab
 from gpu_lab import cli, doctor
 from gpu_lab.backends.local import build
 
@@ -59,7 +60,7 @@ def test_bare_machine_still_runs_the_sim_curriculum(bare):
     assert "gpu-lab up --with kueue" in checks["kueue"].disables
     assert not checks["go"].ok and "go.dev" in checks["go"].fix
     assert not checks["docker"].ok and checks["docker"].detail == "not on PATH"
-    assert not checks["kind"].ok and checks["kind"].fix.startswith("go install sigs.k8s.io/kind@")
+    assert not checks["kind"].ok and checks["kind"].fix.startswith("sudo gpu-lab kind build")
     gpu = checks["nvidia driver"]
     assert not gpu.ok and "NVML Shared Library Not Found" in gpu.detail
     assert "simulated GPUs" in gpu.disables
@@ -106,8 +107,11 @@ def test_present_pieces_are_found_and_versioned(bare, monkeypatch):
     assert checks["go"].ok and checks["go"].version == "9.0.1"
     assert checks["docker"].ok and checks["docker"].version == "28.2.2"
     assert checks["kind"].ok and checks["kind"].version == "9.9.9"
-    image = [c for c in report.checks if c.name.startswith("image kindest/node")]
-    assert image and not image[0].ok and image[0].fix.startswith("docker pull kindest/node")
+    images = [c for c in report.checks if c.name.startswith("image gpu-lab/")]
+    assert [c.name for c in images] == ["image gpu-lab/kind-node:v1.37.2",
+                                        f"image gpu-lab/fake-device-plugin:{gpu_lab.__version__}"]
+    assert not any(c.ok for c in images)  # the fake docker answers no image inspect
+    assert all(c.fix.startswith("sudo gpu-lab kind build") for c in images)
     gpu = checks["nvidia driver"]
     assert gpu.ok and gpu.version == "570.86.15"
     assert gpu.detail.startswith("2 GPU(s): NVIDIA H100 80GB HBM3")

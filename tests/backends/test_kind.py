@@ -616,7 +616,7 @@ def test_missing_kind_and_kubectl_are_named():
 
 def test_old_kind_is_refused():
     sh = FakeShell(answers={("kind", "version"): (0, "kind v0.29.0 go1.24.2 linux/amd64\n", "")})
-    with pytest.raises(KindError, match=r"^kind v0\.29\.0 is too old: .* install kind v0\.33\.0"):
+    with pytest.raises(KindError, match=r"^kind v0\.29\.0 is too old: .* kind v0\.33\.0 or newer on PATH"):
         sh.runner().preflight()
     assert cmd.parse_kind_version("kind v0.34.0-alpha+abc go1.25 linux/arm64") == (0, 34, 0)
 

@@ -13,11 +13,12 @@ Everything the lab writes lives in ``$GPU_LAB_HOME/kind/<name>/`` (``kind-config
 touched. ``up`` only shapes the cluster (nodes, labels, taints, device plugin); creating the
 scenario's workloads is the session's job, as for the local backend.
 
-What differs from the simulator, by construction: kind's nodes are named
-``<name>-worker``, ``<name>-worker2``, ... (each carries ``gpulab.dev/node=<scenario
-name>``); their CPU, memory and pod capacity are the Docker host's, not the scenario's; the
-fake plugin derives GPU UUIDs from the kind node's name; the control-plane node exists (tainted
-``node-role.kubernetes.io/control-plane:NoSchedule``, as kind leaves it).
+Workers register under the scenario's node names (their containers keep kind's names,
+``<name>-worker``, ``<name>-worker2``, ...), so the fake plugin derives the same GPU UUIDs as
+on every other backend. What differs from the simulator, by construction: a node's CPU, memory
+and pod capacity are the Docker host's, not the scenario's; the control-plane node exists
+(tainted ``node-role.kubernetes.io/control-plane:NoSchedule``, as kind leaves it). The images
+come from ``gpu-lab kind build``; ``up`` says so in one line when they are missing.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ Progress = Callable[[str], object] | None
 
 
 def default_repo() -> Path:
-    """The source tree this package runs from (holds the Dockerfile in a clone)."""
+    """The source tree this package runs from (the plugin image is built from it)."""
     return Path(__file__).resolve().parents[3]
 
 

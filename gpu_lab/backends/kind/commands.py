@@ -6,8 +6,9 @@ Docker. In order:
 
     docker info                                  the engine answers (preflight)
     kind version                                 kind is v0.33.0 or newer (preflight)
-    docker build -t gpu-lab/fake-device-plugin:<version> -f <repo>/Dockerfile <repo>
+    docker image inspect ... <image>             the images of `gpu-lab kind build` exist
     kind create cluster --name N --config <lab>/kind-config.yaml --kubeconfig <lab>/kubeconfig
+    kubectl --kubeconfig K -n kube-system scale deployment/coredns --replicas=0
     kind load docker-image gpu-lab/fake-device-plugin:<version> --name N
     kubectl --kubeconfig K wait --for=condition=Ready nodes --all --timeout=180s
     kubectl --kubeconfig K label nodes -l gpulab.dev/node=<node> --overwrite <GFD labels...>
@@ -20,7 +21,9 @@ The last step is the proof that the real kubelet registered the fake plugin: all
 ``nvidia.com/*`` on every node of the pool equals what the simulator gives that node.
 ``kind create cluster --kubeconfig`` keeps the credentials in the lab's own folder;
 ``~/.kube/config`` is never touched. ``down`` is ``kind delete cluster --name N
---kubeconfig K``.
+--kubeconfig K`` and ``docker network rm gpu-lab-kind-N`` (each cluster gets its own network
+through ``KIND_EXPERIMENTAL_DOCKER_NETWORK``, so nothing outlives it). ``kind`` and
+``kubectl`` are taken from PATH, else from ``gpu-lab kind build``'s cache.
 
 ``Runner`` checks the tools first and stops with one line that names what is missing:
 ``docker not found on PATH ...``, ``no Docker engine: <what docker info said>``, ``kind
@@ -290,8 +293,9 @@ class Runner:
             found = parse_kind_version(res.stdout + res.stderr)
             if found is not None and found < KIND_MIN_VERSION:
                 have = "v{}.{}.{}".format(*found)
-                raise KindError(f"kind {have} is too old: gpu-lab's node image is the one kind "
-                                f"{KIND_RELEASE} ships; install kind {KIND_RELEASE} or newer")
+                raise KindError(f"kind {have} is too old: gpu-lab's node image is built with kind "
+                                f"{KIND_RELEASE}'s node files; `gpu-lab kind build` builds kind "
+                                f"{KIND_RELEASE} (or put kind {KIND_RELEASE} or newer on PATH)")
         if "kubectl" in tools:
             self.require("kubectl")
 

@@ -5,16 +5,15 @@ be given labels, which kind passes to the kubelet as ``--node-labels``; the kube
 to start when one of them is in the ``kubernetes.io`` or ``k8s.io`` namespaces and is not
 one it may set on itself (``kubelet_accepts_label``). So the kind config carries:
 
-* ``gpulab.dev/node=<scenario node name>`` (kind names its nodes ``<cluster>-worker``,
-  ``<cluster>-worker2``, ..., so this is how a scenario node is found again),
+* ``gpulab.dev/node=<scenario node name>`` (the node-patch steps select on it) and
+  ``gpulab.dev/owned=true`` (node changes allowed: the cluster is gpu-lab's),
 * ``gpulab.dev/pool`` (the device-plugin DaemonSet of each pool selects on it),
 * the scenario node's other labels the kubelet accepts that are not GFD's.
 
 Everything else (GPU Feature Discovery's ``nvidia.com/*`` labels, labels the kubelet
 refuses such as ``node-role.kubernetes.io/gpu``) and the taints are applied once the nodes
 exist (``manifests.node_patches``). The kubelet sets ``kubernetes.io/hostname``, ``os``
-and ``arch`` itself, from the real container; they are left alone. No
-``kubeadmConfigPatches`` are needed.
+and ``arch`` itself, from the real container; they are left alone.
 
 Each worker registers under its scenario node's own name (a ``JoinConfiguration`` patch sets
 ``nodeRegistration.name``), so pods land on ``h100-0`` on kind as on every other backend; the
