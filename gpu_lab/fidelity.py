@@ -186,6 +186,39 @@ def run_case(case: Case, session: Session) -> Outcome:
     return outcome(session, workloads_of(case), before)
 
 
+def mirror_documents(client, namespace: str) -> list[dict]:
+    """The cluster a real backend ran on, as documents the simulator takes: every Node as the
+    API server has it (labels, taints, cordon, capacity and allocatable the kubelet reported)
+    and every pod bound outside ``namespace`` (control-plane static pods, the device plugin's
+    DaemonSet pods) pinned to its node with its requests. Used where the real cluster is not
+    the scenario's (kind: the nodes' CPU and memory are the Docker host's, plus kind's
+    control-plane node), so both schedulers start from the same cluster."""
+    docs: list[dict] = []
+    for n in client.list("Node")["items"]:
+        meta, spec, status = n["metadata"], n.get("spec") or {}, n.get("status") or {}
+        docs.append({"apiVersion": "v1", "kind": "Node",
+                     "metadata": {"name": meta["name"], "labels": dict(meta.get("labels") or {})},
+                     "spec": {k: spec[k] for k in ("taints", "unschedulable") if k in spec},
+                     "status": {"capacity": dict(status.get("capacity") or {}),
+                                "allocatable": dict(status.get("allocatable") or {})}})
+    for p in client.list("Pod")["items"]:
+        meta, spec, status = p["metadata"], p.get("spec") or {}, p.get("status") or {}
+        if meta.get("namespace") == namespace or not spec.get("nodeName") or \
+                status.get("phase") in ("Succeeded", "Failed"):
+            continue
+        containers = [{"name": c["name"], "image": "mirror",
+                       **({"resources": c["resources"]} if c.get("resources") else {})}
+                      for c in spec.get("containers") or []]
+        docs.append({"apiVersion": "v1", "kind": "Pod",
+                     "metadata": {"name": meta["name"], "namespace": meta["namespace"]},
+                     "spec": {"nodeName": spec["nodeName"], "containers": containers,
+                              **({"priorityClassName": spec["priorityClassName"]}
+                                 if spec.get("priorityClassName") else {})}})
+    namespaces = sorted({d["metadata"]["namespace"] for d in docs if d["kind"] == "Pod"}
+                        - {"default", "kube-system"})
+    return [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}} for ns in namespaces] + docs
+
+
 def _docs(value: Any) -> list[dict]:
     if not value:
         return []

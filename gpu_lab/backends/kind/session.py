@@ -14,15 +14,21 @@ namespace as on the kubeconfig backend; node changes (labels, taints, cordon) ar
 every node carrying ``gpulab.dev/owned=true``. A KubeSchedulerConfiguration is refused: the
 kind cluster runs kubeadm's kube-scheduler with its defaults.
 
+No image can be pulled here, so by default (``placeholder_images=True``) every container whose
+image is not gpu-lab's own runs gpu-lab's image (``gpu-lab/fake-device-plugin``, loaded on
+every node) with ``sleep infinity``: pods are scheduled, get their devices and reach
+Running, as on the other backends. ``placeholder_images=False`` keeps your images (a pod is
+then scheduled, bound and given its devices, and waits with ErrImagePull).
+``show_devices_pod`` runs gpu-lab's image to print the ``NVIDIA_VISIBLE_DEVICES`` its
+container got.
+
 What differs from the other backends, by construction: a kind node's CPU, memory and pod
-capacity are the Docker host's (a scenario's ``cpu: "192"`` is not reproduced); workload
-images cannot be pulled here (a pod is scheduled, bound and given its devices, then waits
-with ErrImagePull) unless it uses an image the cluster has, such as the device plugin's
-(``gpu-lab/fake-device-plugin``, with python3), which ``show_devices_pod`` uses.
+capacity are the Docker host's (a scenario's ``cpu: "192"`` is not reproduced).
 """
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 from typing import Any
 
@@ -44,9 +50,10 @@ class KindSession(KubeconfigSession):
 
     def __init__(self, name: str = DEFAULT_NAME, root: Path | str | None = None, *,
                  namespace: str = "gpu-lab", timeout: float = 120.0, settle: float = 1.0,
-                 progress: Any = None):
+                 progress: Any = None, placeholder_images: bool = True):
         self.cluster = KindCluster(name, root)
         self._progress = progress
+        self.placeholder_images = placeholder_images
         self._connected = False
         if self.cluster.kubeconfig().exists():
             self._open(namespace, timeout, settle)
@@ -95,6 +102,8 @@ class KindSession(KubeconfigSession):
             if d.get("kind") == "PriorityClass":
                 refs.append(self._priority_class(d))
         rest = [d for d in docs if d.get("kind") not in (*NODE_KINDS, "PriorityClass")]
+        if self.placeholder_images:
+            rest = [placeholder(d) for d in rest]
         if rest:
             refs += super().apply(rest)
         return refs
@@ -124,9 +133,38 @@ class KindSession(KubeconfigSession):
             self.client.delete("PriorityClass", pc["metadata"]["name"], missing_ok=True)
 
     # ------------------------------------------------------------- pods
+    def _our_pods(self) -> list[dict]:
+        return super()._our_pods() if self._connected else []  # no cluster yet: no pods
+
+    def _node_rows(self):
+        return super()._node_rows() if self._connected else []
+
     def schedule(self):
         self._require_cluster()
         return super().schedule()
+
+
+def _pod_spec(doc: dict) -> dict | None:
+    if doc.get("kind") == "Pod":
+        return doc.get("spec")
+    template = ((doc.get("spec") or {}).get("template") or {})
+    return template.get("spec") if doc.get("kind") in ("Deployment", "ReplicaSet", "Job") else None
+
+
+def placeholder(doc: dict) -> dict:
+    """``doc`` with every container that is not gpu-lab's image running gpu-lab's image
+    (``sleep infinity``, never pulled); requests, limits and everything else kept."""
+    doc = copy.deepcopy(doc)
+    spec = _pod_spec(doc)
+    if not isinstance(spec, dict):
+        return doc
+    for key in ("initContainers", "containers"):
+        for c in spec.get(key) or []:
+            if isinstance(c, dict) and c.get("image") != IMAGE:
+                c["image"], c["imagePullPolicy"] = IMAGE, "Never"
+                c["command"] = ["sleep", "0" if key == "initContainers" else "infinity"]
+                c.pop("args", None)
+    return doc
 
 
 def show_devices_pod(name: str = "show-devices", gpus: int = 1, resource: str = "nvidia.com/gpu") -> dict:
