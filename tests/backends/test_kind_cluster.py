@@ -196,31 +196,39 @@ def test_a_container_sees_the_devices_the_plugin_allocated(lab, sim):
 
 
 def test_without_its_plugin_a_node_keeps_capacity_but_allocatable_drops_to_zero(lab):
-    """The classic fault: the plugin's pod is gone (here: the node leaves the DaemonSet's
-    selector), the kubelet's device manager marks its devices unhealthy, allocatable goes
-    to 0 while capacity keeps the GPUs; healthy GPUs sit unused. The plugin comes back and
-    so does allocatable."""
-    before = _node(lab, "h100-0")
-    assert _nvidia(before, "allocatable") == {"nvidia.com/gpu": 8}
-
-    def with_allocatable(count: int):
-        node = _node(lab, "h100-0")
-        return node if _nvidia(node, "allocatable").get("nvidia.com/gpu") == count else None
-
-    def plugin_pods():
-        return lab.client.list("Pod", namespace="gpu-lab-system",
-                               field_selector="spec.nodeName=h100-0")["items"]
-
-    lab.label_node("h100-0", {"gpulab.dev/pool": "h100-drained"})
+    """The classic fault: the plugin's pod is gone (``kill_plugin`` labels the node out of
+    the DaemonSet), the kubelet's device manager marks its devices unhealthy, allocatable
+    goes to 0 while capacity keeps the GPUs; healthy GPUs sit unused and a pod that needs
+    them waits with the sim's message. ``restart_plugin`` brings it back, the pod lands."""
+    assert _nvidia(_node(lab, "h100-0"), "allocatable") == {"nvidia.com/gpu": 8}
+    lab.kill_plugin("h100-0")
     try:
-        _until("the plugin's pod to leave h100-0", lambda: not plugin_pods())
-        gone = _until("allocatable nvidia.com/gpu to drop to 0", lambda: with_allocatable(0))
-        assert _nvidia(gone, "capacity") == {"nvidia.com/gpu": 8}
+        _plugin_gone(lab)
     finally:
-        lab.label_node("h100-0", {"gpulab.dev/pool": "h100"})
-    back = _until("the plugin to register again", lambda: with_allocatable(8), timeout=180)
-    assert _nvidia(back, "capacity") == {"nvidia.com/gpu": 8}
-    assert len(plugin_pods()) == 1
+        lab.restart_plugin("h100-0")
+    assert _nvidia(_node(lab, "h100-0"), "allocatable") == {"nvidia.com/gpu": 8}
+    landed = _until("big-train to land once the plugin is back",
+                    lambda: lab.schedule().set_index("name").loc["big-train", "node"] == "h100-0",
+                    timeout=120, every=2)
+    assert landed
+    lab.delete("big-train")
+
+
+def _plugin_gone(lab) -> None:
+    node = _node(lab, "h100-0")
+    assert _nvidia(node, "allocatable") == {"nvidia.com/gpu": 0}
+    assert _nvidia(node, "capacity") == {"nvidia.com/gpu": 8}
+    assert not lab.client.list("Pod", namespace="gpu-lab-system",
+                               field_selector="spec.nodeName=h100-0")["items"]
+    described = lab.describe_node("h100-0")
+    assert (described.capacity["nvidia.com/gpu"], described.allocatable["nvidia.com/gpu"]) == ("8", "0")
+    big = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "big-train"},
+           "spec": {"tolerations": TOLERATE, "nodeSelector": {"kubernetes.io/hostname": "h100-0"},
+                    "containers": [{"name": "c", "image": "pytorch",
+                                    "resources": {"limits": {"nvidia.com/gpu": 8}}}]}}
+    lab.apply([big])
+    waiting = lab.schedule().set_index("name").loc["big-train"]
+    assert "Insufficient nvidia.com/gpu" in waiting["message"]
 
 
 def test_scheduling_on_kind_matches_the_sim(lab, sim):

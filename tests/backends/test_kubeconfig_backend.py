@@ -341,6 +341,10 @@ def test_apply_lands_only_in_gpu_labs_namespace(lab, kube):
     assert nodes.loc["gpu-a100-0", "nvidia.com/mig-1g.5gb requested"] == 1
     doc = lab.to_dict()
     assert doc["backend"] == "kubeconfig" and {p["namespace"] for p in doc["pods"]} == {"gpu-lab"}
+    # a deleted bare pod is not waited for: schedule() settles on the pods that are left
+    lab.delete("too-big")
+    lab._wait(lambda: "too-big" not in set(lab.pods()["name"]), "too-big to go")
+    assert set(lab.schedule()["name"]) == {"train-0", "mig-small"}
 
 
 @controlplane

@@ -47,6 +47,8 @@ MIG_PARTED_DIR = "/etc/gpu-lab/mig-parted"
 CONFIG_FILE = "config.yaml"
 DEFAULT_CONFIG = {"version": "v1"}
 PRIORITY_CLASS = "system-node-critical"
+#: on a node whose device plugin gpu-lab stopped (``KindSession.kill_plugin``)
+PLUGIN_STOPPED_LABEL = "gpulab.dev/device-plugin-stopped"
 MANAGED_BY = {"app.kubernetes.io/managed-by": "gpu-lab"}
 
 
@@ -213,6 +215,11 @@ def daemonset(pool: GpuPool, image: str = IMAGE) -> dict[str, Any]:
                 "metadata": {"labels": dict(selector)},
                 "spec": {
                     "nodeSelector": {POOL_LABEL: pool.name},
+                    # `kill_plugin` labels a node out of its DaemonSet: the plugin pod is
+                    # deleted, as when NVIDIA's DaemonSet pod dies and stays down
+                    "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                        "nodeSelectorTerms": [{"matchExpressions": [
+                            {"key": PLUGIN_STOPPED_LABEL, "operator": "DoesNotExist"}]}]}}},
                     "tolerations": [{"operator": "Exists"}],
                     "priorityClassName": PRIORITY_CLASS,
                     "automountServiceAccountToken": False,

@@ -29,6 +29,7 @@ capacity are the Docker host's (a scenario's ``cpu: "192"`` is not reproduced).
 from __future__ import annotations
 
 import copy
+import time
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +41,7 @@ from ..kubeconfig import MANAGED_LABEL
 from ..kubeconfig.session import KubeconfigSession
 from .cluster import KindCluster
 from .config import DEFAULT_NAME
-from .manifests import IMAGE
+from .manifests import IMAGE, NAMESPACE, PLUGIN_STOPPED_LABEL
 
 NODE_KINDS = ("Node", "NodePool")
 
@@ -131,6 +132,42 @@ class KindSession(KubeconfigSession):
         super().reset(force=force, wait=wait)
         for pc in self.client.list("PriorityClass", label_selector=f"{MANAGED_LABEL}=true")["items"]:
             self.client.delete("PriorityClass", pc["metadata"]["name"], missing_ok=True)
+
+    # ------------------------------------------------------- the plugin
+    def _plugin_pods(self, node: str) -> list[dict]:
+        return self.client.list("Pod", namespace=NAMESPACE,
+                                field_selector=f"spec.nodeName={node}")["items"]
+
+    def _wait_allocatable(self, node: str, gpus_expected: bool) -> None:
+        def done() -> bool:
+            alloc = (self.client.get("Node", node).get("status") or {}).get("allocatable") or {}
+            vals = [int(v) for k, v in alloc.items() if k.startswith("nvidia.com/")]
+            return bool(vals) and (any(vals) if gpus_expected else not any(vals))
+        self._wait(done, f"node {node}'s kubelet to report its nvidia.com/* allocatable "
+                         f"{'back' if gpus_expected else 'at 0'}")
+
+    def kill_plugin(self, node: str) -> None:
+        """The node's device plugin pod goes away and stays away (the node is labelled out of
+        its DaemonSet); returns once the kubelet reports allocatable 0 (capacity stays)."""
+        self._require_cluster()
+        self.label_node(node, {PLUGIN_STOPPED_LABEL: "true"})
+        self._wait(lambda: not self._plugin_pods(node), f"the device plugin pod on {node} to stop")
+        self._wait_allocatable(node, gpus_expected=False)
+
+    def restart_plugin(self, node: str) -> None:
+        """The DaemonSet runs the plugin on the node again; returns once it re-registered."""
+        self._require_cluster()
+        self.label_node(node, {PLUGIN_STOPPED_LABEL: None})
+        self._wait_allocatable(node, gpus_expected=True)
+
+    def advance(self, seconds: float | None = None):
+        """A real cluster's clock cannot be moved: this waits ``seconds`` of real time (the
+        kubelet's 5-minute grace for a dead plugin takes 5 minutes here). ``None`` (until no
+        timed pod runs) is refused: pods on kind run until deleted."""
+        if seconds is None:
+            raise self._unsupported("advance(None)", "pods run until deleted; give seconds to wait")
+        time.sleep(max(0.0, float(seconds)))
+        return self.schedule()
 
     # ------------------------------------------------------------- pods
     def _our_pods(self) -> list[dict]:

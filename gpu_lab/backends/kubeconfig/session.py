@@ -369,7 +369,12 @@ class KubeconfigSession(Session):
         if ns != self.namespace:
             raise NamespaceRefused(
                 f'pods "{name}" is in namespace "{ns}": gpu-lab only deletes in "{self.namespace}"')
+        pod_doc = self.client.get("Pod", name, namespace=ns)
         self.client.delete("Pod", name, namespace=ns)
+        if not (pod_doc.get("metadata") or {}).get("ownerReferences"):
+            # a bare pod is gone for good (a controller's is replaced): schedule() must not
+            # wait for it
+            self._expected_pods = max(0, self._expected_pods - 1)
 
     def taint_node(
         self, node: str, key: str, value: str = "", effect: str = "NoSchedule", remove: bool = False
