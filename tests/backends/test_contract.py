@@ -9,6 +9,7 @@ from realcluster import private_lab, require_controlplane
 
 import gpu_lab
 from gpu_lab.backends.base import CONTRACT, Session
+from gpu_lab.backends.kind.session import KindSession
 from gpu_lab.backends.kubeconfig.session import KubeconfigSession
 from gpu_lab.backends.local.session import LocalSession
 from gpu_lab.backends.sim import SimSession
@@ -34,7 +35,7 @@ spec:
 """
 
 
-@pytest.mark.parametrize("cls", [SimSession, LocalSession, KubeconfigSession])
+@pytest.mark.parametrize("cls", [SimSession, LocalSession, KubeconfigSession, KindSession])
 def test_every_backend_has_every_call(cls):
     for name in CONTRACT:
         assert hasattr(cls, name), f"{cls.__name__} lacks {name}"
@@ -202,6 +203,33 @@ def test_lesson_runs_unchanged_on_local(lesson, tmp_path, monkeypatch):
         from gpu_lab.backends.local.cluster import LocalCluster
 
         LocalCluster("default", tmp_path).down(progress=None, purge=True)
+    errors = [o for c in nb.cells for o in c.get("outputs", []) if o.get("output_type") == "error"]
+    assert not errors
+
+
+@pytest.mark.kind
+@pytest.mark.parametrize("lesson", ["01_device_plugin.ipynb"])
+def test_lesson_runs_unchanged_on_kind(lesson, tmp_path, monkeypatch):
+    """The same, on real kubelets in Docker: the plugin's outage, the 5-minute grace period
+    (real minutes here) and the recovery, with every assertion of the lesson."""
+    from realcluster import require_kind
+
+    require_kind()
+    import nbformat
+    from nbclient import NotebookClient
+
+    nb = nbformat.read(LESSONS / lesson, as_version=4)
+    first = [c for c in nb.cells if c.cell_type == "code" and 'BACKEND = "sim"' in c.source]
+    assert len(first) == 1, f"{lesson} must have exactly one BACKEND line to change"
+    first[0].source = first[0].source.replace('BACKEND = "sim"', 'BACKEND = "kind"')
+    monkeypatch.setenv("GPU_LAB_HOME", str(tmp_path))  # the kernel inherits it: a private cluster
+    try:
+        NotebookClient(nb, timeout=900, kernel_name="python3",
+                       resources={"metadata": {"path": str(LESSONS)}}).execute()
+    finally:
+        from gpu_lab.backends.kind import KindCluster
+
+        KindCluster("gpu-lab", tmp_path).down(progress=None, purge=True)
     errors = [o for c in nb.cells for o in c.get("outputs", []) if o.get("output_type") == "error"]
     assert not errors
 

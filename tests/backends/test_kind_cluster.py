@@ -250,6 +250,10 @@ def test_scheduling_on_kind_matches_the_sim(lab, sim):
     want = s.schedule().set_index("name")
     assert got.loc["fill-a", "node"] == want.loc["fill-a", "node"] == "h100-0"
     assert got.loc["fill-b", "node"] == "h100-0"
+    # placeholder containers run, so each pod's devices are what its container sees
+    held = [got.loc[p, "devices"].get("nvidia.com/gpu", []) for p in ("fill-a", "fill-b")]
+    assert [len(h) for h in held] == [5, 3] and not set(held[0]) & set(held[1])
+    assert set(held[0]) | set(held[1]) == {i for row in want["devices"] for i in row.get("nvidia.com/gpu", [])}
     assert got.loc["too-many", "node"] is None or got.loc["too-many", "node"] != got.loc["too-many", "node"]
     assert "Insufficient nvidia.com/gpu" in got.loc["too-many", "message"]
     assert "Insufficient nvidia.com/gpu" in want.loc["too-many", "message"]

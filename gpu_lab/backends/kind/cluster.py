@@ -147,6 +147,31 @@ class KindCluster:
     def kubeconfig(self) -> Path:
         return self.paths["kubeconfig"]
 
+    def containers_of_nodes(self) -> dict[str, str]:
+        """Kubernetes node name -> the Docker container kind runs it in (from the labels
+        kind puts on its containers; empty without Docker)."""
+        import subprocess
+
+        try:
+            res = subprocess.run(["docker", "ps", "--filter", f"label=io.x-k8s.kind.cluster={self.name}",
+                                  "--format", "{{.Names}}"], capture_output=True, text=True, timeout=30)
+        except (OSError, subprocess.TimeoutExpired):
+            return {}
+        out: dict[str, str] = {}
+        for container in res.stdout.split():
+            if container.endswith("-control-plane"):
+                out[container] = container
+        config = self.paths["config"]
+        if config.exists():
+            import yaml
+
+            workers = [n for n in (yaml.safe_load(config.read_text()) or {}).get("nodes", [])
+                       if n.get("role") == "worker"]
+            _, names = kc.kind_node_names(self.name, len(workers))
+            for node, container in zip(workers, names):
+                out[node.get("labels", {}).get(kc.NODE_LABEL, container)] = container
+        return out
+
     def runner(self, progress: Progress = print) -> cmd.Runner:
         if self._runner is not None:
             return self._runner

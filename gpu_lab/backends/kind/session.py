@@ -16,7 +16,7 @@ kind cluster runs kubeadm's kube-scheduler with its defaults.
 
 No image can be pulled here, so by default (``placeholder_images=True``) every container whose
 image is not gpu-lab's own runs gpu-lab's image (``gpu-lab/fake-device-plugin``, loaded on
-every node) with ``sleep infinity``: pods are scheduled, get their devices and reach
+every node) with a ``sleep`` that ends on SIGTERM: pods are scheduled, get their devices and reach
 Running, as on the other backends. ``placeholder_images=False`` keeps your images (a pod is
 then scheduled, bound and given its devices, and waits with ErrImagePull).
 ``show_devices_pod`` runs gpu-lab's image to print the ``NVIDIA_VISIBLE_DEVICES`` its
@@ -29,10 +29,13 @@ capacity are the Docker host's (a scenario's ``cpu: "192"`` is not reproduced).
 from __future__ import annotations
 
 import copy
+import json
+import subprocess
 import time
 from pathlib import Path
 from typing import Any
 
+from ...deviceplugin.deviceids import VISIBLE_DEVICES
 from ...errors import GpuLabError
 from ...kube import KubeClient, NotFound
 from ...model.scenario import load_documents
@@ -55,6 +58,7 @@ class KindSession(KubeconfigSession):
         self.cluster = KindCluster(name, root)
         self._progress = progress
         self.placeholder_images = placeholder_images
+        self._env_cache: dict[str, str] = {}  # container ID -> NVIDIA_VISIBLE_DEVICES
         self._connected = False
         if self.cluster.kubeconfig().exists():
             self._open(namespace, timeout, settle)
@@ -173,12 +177,75 @@ class KindSession(KubeconfigSession):
     def _our_pods(self) -> list[dict]:
         return super()._our_pods() if self._connected else []  # no cluster yet: no pods
 
+    def _pod_rows(self):
+        """Rows as on the kubeconfig backend, plus each running pod's devices: the
+        ``NVIDIA_VISIBLE_DEVICES`` its container got from our plugin's ``Allocate``, read
+        from the container runtime on its node (``crictl inspect``)."""
+        rows = super()._pod_rows()
+        if not rows:
+            return rows
+        containers = {n: c for n, c in self.cluster.containers_of_nodes().items()}
+        by_key = {(p["metadata"]["namespace"], p["metadata"]["name"]): p for p in self._our_pods()}
+        for row in rows:
+            pod = by_key.get((row.namespace, row.name))
+            wanted = [r for r in row.requests if r.startswith("nvidia.com/")]
+            if pod is None or row.devices or row.phase != "Running" or len(wanted) != 1:
+                continue
+            ids = self._visible_devices(pod, containers.get(row.node or ""))
+            if ids:
+                row.devices = {wanted[0]: ids}
+        return rows
+
+    def _visible_devices(self, pod: dict, container: str | None) -> list[str]:
+        if container is None:
+            return []
+        ids: list[str] = []
+        for st in (pod.get("status") or {}).get("containerStatuses") or []:
+            cid = (st.get("containerID") or "").split("://", 1)[-1]
+            if not cid:
+                continue
+            if cid not in self._env_cache:
+                self._env_cache[cid] = container_env(container, cid).get(VISIBLE_DEVICES, "")
+            ids += [i for i in self._env_cache[cid].split(",") if i and i not in ids]
+        return ids
+
     def _node_rows(self):
         return super()._node_rows() if self._connected else []
 
     def schedule(self):
         self._require_cluster()
         return super().schedule()
+
+    def delete(self, pod: str) -> None:
+        """Delete one of gpu-lab's pods and wait until it is gone, as on the other backends."""
+        self._require_cluster()
+        super().delete(pod)
+        ns, name = pod.split("/", 1) if "/" in pod else (self.namespace, pod)
+
+        def gone() -> bool:
+            try:
+                self.client.get("Pod", name, namespace=ns)
+            except NotFound:
+                return True
+            return False
+
+        self._wait(gone, f'pod "{name}" to terminate')
+
+
+def container_env(node_container: str, container_id: str) -> dict[str, str]:
+    """A pod container's environment as containerd holds it on its kind node."""
+    try:
+        res = subprocess.run(["docker", "exec", node_container, "crictl", "inspect", container_id],
+                             capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return {}
+    if res.returncode != 0:
+        return {}
+    try:
+        envs = json.loads(res.stdout)["info"]["config"]["envs"]
+    except (ValueError, KeyError, TypeError):
+        return {}
+    return {e.get("key", ""): e.get("value", "") for e in envs or [] if isinstance(e, dict)}
 
 
 def _pod_spec(doc: dict) -> dict | None:
@@ -190,7 +257,8 @@ def _pod_spec(doc: dict) -> dict | None:
 
 def placeholder(doc: dict) -> dict:
     """``doc`` with every container that is not gpu-lab's image running gpu-lab's image
-    (``sleep infinity``, never pulled); requests, limits and everything else kept."""
+    (a ``sleep`` that ends on SIGTERM, never pulled); requests, limits and everything else
+    kept."""
     doc = copy.deepcopy(doc)
     spec = _pod_spec(doc)
     if not isinstance(spec, dict):
@@ -199,7 +267,10 @@ def placeholder(doc: dict) -> dict:
         for c in spec.get(key) or []:
             if isinstance(c, dict) and c.get("image") != IMAGE:
                 c["image"], c["imagePullPolicy"] = IMAGE, "Never"
-                c["command"] = ["sleep", "0" if key == "initContainers" else "infinity"]
+                # PID 1 exits on SIGTERM, so a deleted pod goes at once (plain `sleep`
+                # would sit out the 30 s grace period)
+                c["command"] = (["sleep", "0"] if key == "initContainers" else
+                                ["sh", "-c", "trap 'exit 0' TERM; sleep infinity & wait"])
                 c.pop("args", None)
     return doc
 
