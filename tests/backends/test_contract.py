@@ -188,23 +188,10 @@ def test_lesson_runs_unchanged_on_local(lesson, tmp_path, monkeypatch):
     """The lesson says: change the BACKEND line to run the same cells on the real control
     plane. Do exactly that, and nothing else."""
     require_controlplane("the real-cluster tests")
-    import nbformat
-    from nbclient import NotebookClient
+    from gpu_lab.backends.local.cluster import LocalCluster
 
-    nb = nbformat.read(LESSONS / lesson, as_version=4)
-    first = [c for c in nb.cells if c.cell_type == "code" and 'BACKEND = "sim"' in c.source]
-    assert len(first) == 1, f"{lesson} must have exactly one BACKEND line to change"
-    first[0].source = first[0].source.replace('BACKEND = "sim"', 'BACKEND = "local"')
-    monkeypatch.setenv("GPU_LAB_HOME", str(tmp_path))  # the kernel inherits it: a private lab
-    try:
-        NotebookClient(nb, timeout=600, kernel_name="python3",
-                       resources={"metadata": {"path": str(LESSONS)}}).execute()
-    finally:
-        from gpu_lab.backends.local.cluster import LocalCluster
-
-        LocalCluster("default", tmp_path).down(progress=None, purge=True)
-    errors = [o for c in nb.cells for o in c.get("outputs", []) if o.get("output_type") == "error"]
-    assert not errors
+    _run_lesson_on(lesson, "local", tmp_path, monkeypatch,
+                   lambda: LocalCluster("default", tmp_path).down(progress=None, purge=True))
 
 
 @pytest.mark.kind
@@ -214,22 +201,29 @@ def test_lesson_runs_unchanged_on_kind(lesson, tmp_path, monkeypatch):
     (real minutes here) and the recovery, with every assertion of the lesson."""
     from realcluster import require_kind
 
+    from gpu_lab.backends.kind import KindCluster
+
     require_kind()
+    _run_lesson_on(lesson, "kind", tmp_path, monkeypatch,
+                   lambda: KindCluster("gpu-lab", tmp_path).down(progress=None, purge=True))
+
+
+def _run_lesson_on(lesson: str, backend: str, home: Path, monkeypatch, cleanup) -> None:
+    """Change the lesson's one BACKEND line to ``backend``, run every cell in a private
+    gpu-lab home (the kernel inherits it), clean up, and fail on any cell's error."""
     import nbformat
     from nbclient import NotebookClient
 
     nb = nbformat.read(LESSONS / lesson, as_version=4)
     first = [c for c in nb.cells if c.cell_type == "code" and 'BACKEND = "sim"' in c.source]
     assert len(first) == 1, f"{lesson} must have exactly one BACKEND line to change"
-    first[0].source = first[0].source.replace('BACKEND = "sim"', 'BACKEND = "kind"')
-    monkeypatch.setenv("GPU_LAB_HOME", str(tmp_path))  # the kernel inherits it: a private cluster
+    first[0].source = first[0].source.replace('BACKEND = "sim"', f'BACKEND = "{backend}"')
+    monkeypatch.setenv("GPU_LAB_HOME", str(home))
     try:
         NotebookClient(nb, timeout=900, kernel_name="python3",
                        resources={"metadata": {"path": str(LESSONS)}}).execute()
     finally:
-        from gpu_lab.backends.kind import KindCluster
-
-        KindCluster("gpu-lab", tmp_path).down(progress=None, purge=True)
+        cleanup()
     errors = [o for c in nb.cells for o in c.get("outputs", []) if o.get("output_type") == "error"]
     assert not errors
 

@@ -248,24 +248,25 @@ def build_go_tools(progress: Progress, force: bool = False) -> dict[str, Path]:
     return out
 
 
-def kubernetes_module_dir() -> Path:
-    """The pinned ``k8s.io/kubernetes`` module's source (downloaded by the control-plane build)."""
-    res = subprocess.run(["go", "mod", "download", "-json", f"k8s.io/kubernetes@{KUBERNETES_VERSION}"],
+def module_dir(module: str, version: str) -> Path:
+    """A pinned Go module's source in the module cache (downloaded if missing)."""
+    res = subprocess.run(["go", "mod", "download", "-json", f"{module}@{version}"],
                          capture_output=True, text=True, env=go_env(), cwd=tempfile.gettempdir())
     try:
         return Path(json.loads(res.stdout)["Dir"])
     except (ValueError, KeyError):
-        raise KindError(f"go mod download k8s.io/kubernetes@{KUBERNETES_VERSION} failed: "
+        raise KindError(f"go mod download {module}@{version} failed: "
                         f"{(res.stderr.strip().splitlines() or ['no output'])[-1]}") from None
 
 
+def kubernetes_module_dir() -> Path:
+    """``k8s.io/kubernetes`` at the pinned version (``build/pause`` comes from it)."""
+    return module_dir("k8s.io/kubernetes", KUBERNETES_VERSION)
+
+
 def kind_module_dir() -> Path:
-    res = subprocess.run(["go", "mod", "download", "-json", f"sigs.k8s.io/kind@{KIND_RELEASE}"],
-                         capture_output=True, text=True, env=go_env(), cwd=tempfile.gettempdir())
-    try:
-        return Path(json.loads(res.stdout)["Dir"])
-    except (ValueError, KeyError):
-        raise KindError(f"go mod download sigs.k8s.io/kind@{KIND_RELEASE} failed") from None
+    """``sigs.k8s.io/kind`` at the pinned version (its node files, ``images/base/files``)."""
+    return module_dir("sigs.k8s.io/kind", KIND_RELEASE)
 
 
 def build_pause(progress: Progress, force: bool = False) -> Path:
