@@ -312,8 +312,9 @@ def test_main_reports_missing_go(tmp_path, no_go, capsys):
 
 
 def test_unknown_component():
-    with pytest.raises(b.BuildError, match="unknown component"):
-        b.build(["kubelet"], progress=lambda m: None)
+    # kube-proxy is not built (the kind clusters run without it); a kind node's own are known
+    with pytest.raises(b.BuildError, match=r"unknown component\(s\) kube-proxy; choose from .*kubelet, kubeadm, kubectl"):
+        b.build(["kube-proxy"], progress=lambda m: None)
 
 
 def test_build_with_fake_go_then_idempotent(tmp_path, fake_go):
@@ -380,3 +381,18 @@ def test_module_entry_point_help():
     assert res.returncode == 0
     for flag in ("--components", "--cache-dir", "--force"):
         assert flag in res.stdout
+
+
+@pytest.mark.parametrize("component, output, want", [
+    ("kubelet", "Kubernetes v1.37.2\n", "v1.37.2"),
+    ("kubeadm", "v1.37.2\n", "v1.37.2"),
+    ("kubectl", "Client Version: v1.37.2\nKustomize Version: v5.8.1\n", "v1.37.2"),
+])
+def test_a_kind_nodes_binaries_report_their_version_their_own_way(component, output, want, tmp_path):
+    """kubeadm and kubectl have no --version: each is asked as it answers."""
+    fake = tmp_path / component
+    args = " ".join(b.VERSION_ARGS.get(component, ["--version"]))
+    fake.write_text(f'#!/bin/sh\n[ "$*" = "{args}" ] || exit 3\nprintf "{output}"\n')
+    fake.chmod(0o755)
+    assert b.reported_version(component, fake) == want
+    assert b.output_dirs()[component].name == f"k8s-{b.DEFAULT_VERSION}"
