@@ -189,7 +189,8 @@ def _digest(*parts: object) -> str:
     for p in parts:
         if isinstance(p, Path):
             if p.is_dir():
-                for f in sorted(q for q in p.rglob("*") if q.is_file()):
+                for f in sorted(q for q in p.rglob("*")
+                                if q.is_file() and "__pycache__" not in q.parts):
                     h.update(str(f.relative_to(p)).encode())
                     h.update(f.read_bytes())
             elif p.is_file():
