@@ -67,9 +67,10 @@ def test_up_refuses_bad_input_with_exit_2_before_starting_anything(tmp_path):
     assert not (tmp_path / "clusters" / "bad").exists()  # nothing started
 
 
-def test_run_and_explain_take_a_lab_name_for_local_only(tmp_path):
+def test_run_and_explain_take_a_lab_name_for_local_and_kind_only(tmp_path):
     res = _gpu_lab(tmp_path, "run", str(SCENARIO), "--name", "x", timeout=60)
-    assert res.returncode == 2 and '--name names a lab of the "local" backend' in res.stderr
+    assert res.returncode == 2
+    assert res.stderr == 'error: --name names a lab of the "local" or "kind" backend, not of "sim"\n'
     from gpu_lab.cli import build_parser
 
     args = build_parser().parse_args(["explain", str(SCENARIO), "a/b", "--backend", "local",
