@@ -24,6 +24,7 @@ from typing import Any
 import yaml
 
 from .backends.base import Session
+from .model.names import TERMINAL_PHASES
 from .model.scenario import load_documents, parse_scenario
 from .sim import scheduler
 
@@ -204,7 +205,7 @@ def mirror_documents(client, namespace: str) -> list[dict]:
     for p in client.list("Pod")["items"]:
         meta, spec, status = p["metadata"], p.get("spec") or {}, p.get("status") or {}
         if meta.get("namespace") == namespace or not spec.get("nodeName") or \
-                status.get("phase") in ("Succeeded", "Failed"):
+                status.get("phase") in TERMINAL_PHASES:
             continue
         containers = [{"name": c["name"], "image": "mirror",
                        **({"resources": c["resources"]} if c.get("resources") else {})}

@@ -88,3 +88,15 @@ def test_without_a_cluster_the_session_says_what_to_do(tmp_path):
         lab.apply("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n")
     assert not (tmp_path / "kind" / "none-yet").exists()
     lab.close()
+
+
+def test_containers_of_nodes_follow_the_config_up_wrote(tmp_path):
+    from gpu_lab.backends.kind import KindCluster
+
+    lab = KindCluster("cn", root=tmp_path)
+    assert lab.containers_of_nodes() == {}  # nothing written yet
+    plan = lab.plan("apiVersion: gpulab.dev/v1alpha1\nkind: NodePool\nmetadata: {name: h100}\n"
+                    "spec: {count: 2, gpu: {model: H100-80GB, count: 8}}\n")
+    plan.write()
+    assert lab.containers_of_nodes() == {"cn-control-plane": "cn-control-plane", **plan.containers()}
+    assert plan.containers() == {"h100-0": "cn-worker", "h100-1": "cn-worker2"}

@@ -30,6 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from ...model.scenario import Scenario, load_scenario
 from . import commands as cmd
 from . import config as kc
@@ -148,28 +150,17 @@ class KindCluster:
         return self.paths["kubeconfig"]
 
     def containers_of_nodes(self) -> dict[str, str]:
-        """Kubernetes node name -> the Docker container kind runs it in (from the labels
-        kind puts on its containers; empty without Docker)."""
-        import subprocess
-
-        try:
-            res = subprocess.run(["docker", "ps", "--filter", f"label=io.x-k8s.kind.cluster={self.name}",
-                                  "--format", "{{.Names}}"], capture_output=True, text=True, timeout=30)
-        except (OSError, subprocess.TimeoutExpired):
-            return {}
-        out: dict[str, str] = {}
-        for container in res.stdout.split():
-            if container.endswith("-control-plane"):
-                out[container] = container
+        """Kubernetes node name -> the Docker container kind runs it in, from the kind config
+        ``up`` wrote (kind numbers its worker containers in config order; empty before)."""
         config = self.paths["config"]
-        if config.exists():
-            import yaml
-
-            workers = [n for n in (yaml.safe_load(config.read_text()) or {}).get("nodes", [])
-                       if n.get("role") == "worker"]
-            _, names = kc.kind_node_names(self.name, len(workers))
-            for node, container in zip(workers, names):
-                out[node.get("labels", {}).get(kc.NODE_LABEL, container)] = container
+        if not config.exists():
+            return {}
+        workers = [n for n in (yaml.safe_load(config.read_text()) or {}).get("nodes", [])
+                   if n.get("role") == "worker"]
+        control_plane, containers = kc.kind_node_names(self.name, len(workers))
+        out = {control_plane: control_plane}  # the control plane registers under its own name
+        for node, container in zip(workers, containers):
+            out[(node.get("labels") or {}).get(kc.NODE_LABEL, container)] = container
         return out
 
     def runner(self, progress: Progress = print) -> cmd.Runner:

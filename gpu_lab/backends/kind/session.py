@@ -39,6 +39,7 @@ from ...deviceplugin.deviceids import VISIBLE_DEVICES
 from ...errors import GpuLabError
 from ...kube import KubeClient, NotFound
 from ...model.scenario import load_documents
+from ..apiobjects import pod_row
 from ..base import Source
 from ..kubeconfig import MANAGED_LABEL
 from ..kubeconfig.session import KubeconfigSession
@@ -181,16 +182,15 @@ class KindSession(KubeconfigSession):
         """Rows as on the kubeconfig backend, plus each running pod's devices: the
         ``NVIDIA_VISIBLE_DEVICES`` its container got from our plugin's ``Allocate``, read
         from the container runtime on its node (``crictl inspect``)."""
-        rows = super()._pod_rows()
-        if not rows:
-            return rows
-        containers = {n: c for n, c in self.cluster.containers_of_nodes().items()}
-        by_key = {(p["metadata"]["namespace"], p["metadata"]["name"]): p for p in self._our_pods()}
-        for row in rows:
-            pod = by_key.get((row.namespace, row.name))
+        pods = self._our_pods()
+        rows = [pod_row(p) for p in pods]
+        containers: dict[str, str] | None = None  # read only when a row needs it
+        for pod, row in zip(pods, rows):
             wanted = [r for r in row.requests if r.startswith("nvidia.com/")]
-            if pod is None or row.devices or row.phase != "Running" or len(wanted) != 1:
+            if row.devices or row.phase != "Running" or len(wanted) != 1:
                 continue
+            if containers is None:
+                containers = self.cluster.containers_of_nodes()
             ids = self._visible_devices(pod, containers.get(row.node or ""))
             if ids:
                 row.devices = {wanted[0]: ids}
