@@ -345,6 +345,15 @@ def test_apply_lands_only_in_gpu_labs_namespace(lab, kube):
     lab.delete("too-big")
     lab._wait(lambda: "too-big" not in set(lab.pods()["name"]), "too-big to go")
     assert set(lab.schedule()["name"]) == {"train-0", "mig-small"}
+    # a controller's pod is replaced, so schedule() waits for its replacement
+    lab.apply("apiVersion: apps/v1\nkind: ReplicaSet\nmetadata: {name: rs}\nspec:\n  replicas: 1\n"
+              "  selector: {matchLabels: {app: rs}}\n  template:\n    metadata: {labels: {app: rs}}\n"
+              "    spec: {containers: [{name: c, image: x}]}\n")
+    (first,) = [n for n in lab.schedule()["name"] if n.startswith("rs-")]
+    lab.delete(first)
+    assert lab._expected_pods == 3  # train-0, mig-small and the ReplicaSet's one pod
+    after = set(lab.schedule()["name"])  # settles once the replacement is placed
+    assert any(n.startswith("rs-") and n != first for n in after)
 
 
 @controlplane

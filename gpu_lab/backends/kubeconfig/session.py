@@ -369,9 +369,9 @@ class KubeconfigSession(Session):
         if ns != self.namespace:
             raise NamespaceRefused(
                 f'pods "{name}" is in namespace "{ns}": gpu-lab only deletes in "{self.namespace}"')
-        pod_doc = self.client.get("Pod", name, namespace=ns)
-        self.client.delete("Pod", name, namespace=ns)
-        if not (pod_doc.get("metadata") or {}).get("ownerReferences"):
+        # the API server answers a pod's DELETE with the pod itself (owner references included)
+        deleted = self.client.delete("Pod", name, namespace=ns) or {}
+        if not (deleted.get("metadata") or {}).get("ownerReferences"):
             # a bare pod is gone for good (a controller's is replaced): schedule() must not
             # wait for it
             self._expected_pods = max(0, self._expected_pods - 1)
