@@ -44,6 +44,9 @@ KINDS = {("v1", "Node"), ("v1", "Pod"), ("v1", "Namespace"), SCHEDULER_CONFIG, P
 RESOURCES = {"Node": "nodes", "Pod": "pods", "Namespace": "namespaces", "NodePool": "nodepools.gpulab.dev",
              "PriorityClass": "priorityclasses.scheduling.k8s.io", "Deployment": "deployments.apps",
              "ReplicaSet": "replicasets.apps", "Job": "jobs.batch", **GANG_RESOURCES}
+SERVICE = ("v1", "Service")  # only its selector matters here: default spreading (model/service.py)
+KINDS |= {SERVICE}
+RESOURCES.update({"StatefulSet": "statefulsets.apps", "DaemonSet": "daemonsets.apps", "Service": "services"})
 HIGHEST_USER_PRIORITY = 1_000_000_000
 # What one apply may create: Kubernetes is tested up to 150,000 pods and 5,000 nodes per
 # cluster; past these a typo (replicas: 1000000000) would exhaust memory, not teach.
@@ -65,6 +68,7 @@ class Scenario:
     autoscaler: Any = None  # sim.autoscaler.AutoscalerSpec of the Autoscaler document, if any
     dra: list[dict] = field(default_factory=list)  # resource.k8s.io/v1 documents (DRA_KINDS), unchecked
     kueue: list[dict] = field(default_factory=list)  # kueue.x-k8s.io objects (sim/kueue checks them)
+    services: list[dict] = field(default_factory=list)  # see service.parse_service
     documents: list[dict] = field(default_factory=list)
 
 
@@ -214,6 +218,12 @@ def _parse_scenario(docs, known_priority_classes, first_created, names) -> Scena
             sc.kueue.append(doc)
         elif gvk in DRA_KINDS:
             sc.dra.append(doc)
+        elif gvk == SERVICE:
+            from .service import parse_service
+
+            svc = parse_service(doc)
+            _claim(seen, "Service", svc["namespace"], svc["name"])
+            sc.services.append(svc)
         elif gvk == AUTOSCALER:
             from ..sim.autoscaler import parse_autoscaler  # the model's own validation
 

@@ -1,4 +1,5 @@
-"""Deployments, ReplicaSets and Jobs, expanded into the Pods their controllers create.
+"""Deployments, ReplicaSets, Jobs, StatefulSets and DaemonSets, expanded into the Pods their
+controllers create (``statefulset.py`` and ``daemonset.py`` hold the last two).
 
 The API server validates the workload (its own rules plus the pod template's),
 then the controllers create pods with ``generateName``: a Deployment makes a
@@ -28,8 +29,10 @@ CONTROLLER_UID = "batch.kubernetes.io/controller-uid"
 LEGACY_JOB_NAME = "job-name"
 LEGACY_CONTROLLER_UID = "controller-uid"
 COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
-WORKLOAD_KINDS = {("apps/v1", "Deployment"), ("apps/v1", "ReplicaSet"), ("batch/v1", "Job")}
-_QUALIFIED = {"Deployment": "Deployment.apps", "ReplicaSet": "ReplicaSet.apps", "Job": "Job.batch"}
+WORKLOAD_KINDS = {("apps/v1", "Deployment"), ("apps/v1", "ReplicaSet"), ("batch/v1", "Job"),
+                  ("apps/v1", "StatefulSet"), ("apps/v1", "DaemonSet")}
+_QUALIFIED = {"Deployment": "Deployment.apps", "ReplicaSet": "ReplicaSet.apps", "Job": "Job.batch",
+              "StatefulSet": "StatefulSet.apps", "DaemonSet": "DaemonSet.apps"}
 
 
 def expand_workload(raw: dict, *, priority_classes: dict[str, dict] | None = None,
@@ -39,7 +42,9 @@ def expand_workload(raw: dict, *, priority_classes: dict[str, dict] | None = Non
 
     The record has kind, namespace, name, uid, selector, pods (names) and, per
     kind: replicas and replicaset/pod_template_hash (Deployment); parallelism,
-    completions, completion_mode and suspend (Job).
+    completions, completion_mode and suspend (Job); replicas, pod_management_policy
+    (StatefulSet: the pods of its controller's first sync). A DaemonSet has no pods
+    here: its controller makes them per node.
     """
     kind = raw.get("kind")
     if not isinstance(kind, str) or (raw.get("apiVersion"), kind) not in WORKLOAD_KINDS:
@@ -53,12 +58,22 @@ def expand_workload(raw: dict, *, priority_classes: dict[str, dict] | None = Non
     _check_int32(kind, spec)
     if kind == "Job":
         return _job(raw, meta, spec, uid, priority_classes, first_created, names, max_pods)
+    if kind == "StatefulSet":
+        from .statefulset import expand_statefulset
+
+        return expand_statefulset(raw, meta, spec, uid, priority_classes, first_created, max_pods)
+    if kind == "DaemonSet":
+        from .daemonset import expand_daemonset
+
+        return expand_daemonset(raw, meta, spec, uid)
     return _replicated(raw, meta, spec, uid, priority_classes, first_created, names, max_pods)
 
 
 _INT32_FIELDS = {"Deployment": ("DeploymentSpec", ("replicas",)),
                  "ReplicaSet": ("ReplicaSetSpec", ("replicas",)),
-                 "Job": ("JobSpec", ("parallelism", "completions", "backoffLimit", "activeDeadlineSeconds"))}
+                 "Job": ("JobSpec", ("parallelism", "completions", "backoffLimit", "activeDeadlineSeconds")),
+                 "StatefulSet": ("StatefulSetSpec", ("replicas", "minReadySeconds")),
+                 "DaemonSet": ("DaemonSetSpec", ("minReadySeconds",))}
 
 
 def _check_int32(kind: str, spec: dict) -> None:
