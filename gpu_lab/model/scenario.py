@@ -47,6 +47,15 @@ RESOURCES = {"Node": "nodes", "Pod": "pods", "Namespace": "namespaces", "NodePoo
 SERVICE = ("v1", "Service")  # only its selector matters here: default spreading (model/service.py)
 KINDS |= {SERVICE}
 RESOURCES.update({"StatefulSet": "statefulsets.apps", "DaemonSet": "daemonsets.apps", "Service": "services"})
+# Policy objects that change scheduling outcomes: PDBs steer preemption, quota and limit ranges
+# are admission (model/disruptionbudget.py, resourcequota.py, limitrange.py).
+PDB = ("policy/v1", "PodDisruptionBudget")
+RESOURCE_QUOTA = ("v1", "ResourceQuota")
+LIMIT_RANGE = ("v1", "LimitRange")
+POLICY_KINDS = {PDB, RESOURCE_QUOTA, LIMIT_RANGE}
+KINDS |= POLICY_KINDS
+RESOURCES.update({"PodDisruptionBudget": "poddisruptionbudgets.policy", "ResourceQuota": "resourcequotas",
+                  "LimitRange": "limitranges"})
 HIGHEST_USER_PRIORITY = 1_000_000_000
 # What one apply may create: Kubernetes is tested up to 150,000 pods and 5,000 nodes per
 # cluster; past these a typo (replicas: 1000000000) would exhaust memory, not teach.
@@ -69,6 +78,9 @@ class Scenario:
     dra: list[dict] = field(default_factory=list)  # resource.k8s.io/v1 documents (DRA_KINDS), unchecked
     kueue: list[dict] = field(default_factory=list)  # kueue.x-k8s.io objects (sim/kueue checks them)
     services: list[dict] = field(default_factory=list)  # see service.parse_service
+    disruption_budgets: list = field(default_factory=list)  # disruptionbudget.DisruptionBudget
+    resource_quotas: list = field(default_factory=list)  # resourcequota.ResourceQuota
+    limit_ranges: list = field(default_factory=list)  # limitrange.LimitRange
     documents: list[dict] = field(default_factory=list)
 
 
@@ -224,6 +236,8 @@ def _parse_scenario(docs, known_priority_classes, first_created, names) -> Scena
             svc = parse_service(doc)
             _claim(seen, "Service", svc["namespace"], svc["name"])
             sc.services.append(svc)
+        elif gvk in POLICY_KINDS:
+            _policy(sc, doc, seen)
         elif gvk == AUTOSCALER:
             from ..sim.autoscaler import parse_autoscaler  # the model's own validation
 
@@ -316,6 +330,23 @@ def _claim(seen: set, kind: str, namespace: str, name: Any) -> None:
     if key in seen:
         raise GpuLabError(f'{RESOURCES[kind]} "{name}" already exists')
     seen.add(key)
+
+
+def _policy(sc: Scenario, doc: dict, seen: set) -> None:
+    """A PodDisruptionBudget, ResourceQuota or LimitRange, validated; the backends enforce them."""
+    from .disruptionbudget import parse_disruption_budget
+    from .limitrange import parse_limit_range
+    from .resourcequota import parse_resource_quota
+
+    kind = doc["kind"]
+    parse: Any
+    out: list
+    parse, out = {"PodDisruptionBudget": (parse_disruption_budget, sc.disruption_budgets),
+                  "ResourceQuota": (parse_resource_quota, sc.resource_quotas),
+                  "LimitRange": (parse_limit_range, sc.limit_ranges)}[kind]
+    obj: Any = parse(doc)
+    _claim(seen, kind, obj.namespace, obj.name)
+    out.append(obj)
 
 
 def _node(doc: dict, seen: set) -> Node:
