@@ -9,7 +9,7 @@ priority first and otherwise in file order, each controller's pods before the ne
 
 from __future__ import annotations
 
-POD_MAKERS = ("Pod", "Deployment", "ReplicaSet", "Job")
+POD_MAKERS = ("Pod", "Deployment", "ReplicaSet", "Job", "StatefulSet", "DaemonSet")
 
 
 def pods_of(doc: dict, pods: list) -> list:

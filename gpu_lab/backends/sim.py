@@ -35,7 +35,7 @@ TIMELINE_COLUMNS = ["namespace", "pod", "owner_kind", "owner", "node", "pool", "
                     "created_at", "started_at", "finished_at", "stranded_s"]
 JOB_COLUMNS = ["namespace", "name", "state", "queue", "gpus", "succeeded", "failed", "reason", "message",
                "admitted_at", "started_at", "finished_at"]
-WORKLOAD_TIMELINE = ("Job", "ReplicaSet")
+WORKLOAD_TIMELINE = ("Job", "ReplicaSet", "StatefulSet", "DaemonSet")
 
 
 def _seconds(t: float | None) -> float:

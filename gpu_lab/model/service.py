@@ -51,7 +51,9 @@ def parse_service(raw: dict) -> dict[str, Any]:
         raise GpuLabError(f'Service "{name}": spec.type: gpu-lab models ClusterIP Services only (a '
                           f"{kind} Service would spread pods the same way: leave the type out)")
     return {"namespace": meta["namespace"], "name": name,
-            "selector": {str(k): str(val) for k, val in selector.items()} if isinstance(selector, dict) else None}
+            # an empty selector is dropped when stored (omitempty): it selects nothing, as none does
+            "selector": {str(k): str(val) for k, val in selector.items()} if isinstance(selector, dict)
+            and selector else None}
 
 
 def _port(p: Any, require_name: bool, names: set[str], path: str) -> list[str]:

@@ -48,6 +48,11 @@ class ApiServer:
             if p.namespace not in c.namespaces and p.namespace not in sc.namespaces:
                 raise GpuLabError(f'namespaces "{p.namespace}" not found')
         self._check_pod_groups(sc.pod_groups, sc.namespaces)
+        for svc in sc.services:
+            if svc["name"] in controllers.listers.services.get(svc["namespace"], {}):
+                raise GpuLabError(f'services "{svc["name"]}" already exists')
+            if svc["namespace"] not in c.namespaces and svc["namespace"] not in sc.namespaces:
+                raise GpuLabError(f'namespaces "{svc["namespace"]}" not found')
         dra_records = dra.admit(c.snapshot, sc.dra, sc.pods, c.namespaces | set(sc.namespaces))
         new_scheduler = None
         if sc.scheduler_config is not None:
@@ -68,6 +73,9 @@ class ApiServer:
         refs += [f"priorityclass/{k}" for k in sc.priority_classes]
         c.namespaces.update(sc.namespaces)
         refs += [f"namespace/{k}" for k in sc.namespaces]
+        for svc in sc.services:  # before any pod of this apply is scheduled, as kubectl creates them first
+            controllers.listers.add_service(svc)
+            refs.append(f"service/{svc['namespace']}/{svc['name']}")
         refs += dra.commit(c.snapshot, dra_records)
         if new_scheduler is not None:
             c.scheduler_config_raw = sc.scheduler_config
@@ -146,8 +154,13 @@ class ApiServer:
             controllers.jobs.add(record, [], suspended=True)
             controllers.kueue.submit(record)
             return
+        controllers.listers.add_workload(record)  # default spreading selects on its selector from now on
         if record["kind"] == "Job":
             controllers.jobs.add(record, pods)
+        elif record["kind"] == "StatefulSet":
+            controllers.statefulsets.add(record, pods)
+        elif record["kind"] == "DaemonSet":
+            controllers.daemonsets.add(record)  # its pods come from its controller, node by node
         else:
             controllers.replicasets.add(record, pods)
         for p in pods:

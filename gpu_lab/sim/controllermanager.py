@@ -1,6 +1,6 @@
 """The controllers the sim runs, as kube-controller-manager runs them, and the cluster they see.
 
-Kueue, Job and ReplicaSet controllers, the resourceclaim controller (DRA) and, when a
+Kueue, Job, ReplicaSet, StatefulSet and DaemonSet controllers, the resourceclaim controller (DRA) and, when a
 NodePool autoscales, cluster-autoscaler; rendezvous Jobs (``training.py``) are timed
 here too, since their pods make progress only while the whole gang runs. Each controller
 sees the cluster through ``ClusterView`` (``controllers.base.Cluster``).
@@ -14,9 +14,12 @@ from ..model.objects import Node, Pod
 from .cluster import Cluster, PodRecord, pod_gpus
 from .controllers.base import Controller
 from .controllers.clusterautoscaler import ClusterAutoscalerController
+from .controllers.daemonset import DaemonSetController
 from .controllers.job import JobController
 from .controllers.kueue import KueueController
 from .controllers.replicaset import ReplicaSetController
+from .controllers.statefulset import StatefulSetController
+from .defaultselector import Listers
 from .dra import backend as dra
 from .training import Rendezvous
 
@@ -69,6 +72,10 @@ class ClusterView:
         rec = self._c.records.get(key)
         return rec.phase if rec is not None else None
 
+    def node_version(self) -> int:
+        """Bumped whenever nodes join, leave or change (labels, taints, allocatable)."""
+        return self._c.snapshot.node_version
+
     def generation(self) -> int:
         """Bumped by every node change and every pod created, bound or freed."""
         return self._c.generation
@@ -102,8 +109,12 @@ class ControllerManager:
         self.jobs = JobController(view)
         self.replicasets = ReplicaSetController(view)
         self.kueue = KueueController(view, self.jobs)
-        self.controllers: list[Controller] = [self.kueue, self.jobs, self.replicasets,
-                                              dra.DraController(view, self.cluster.snapshot)]
+        self.statefulsets = StatefulSetController(view)
+        self.daemonsets = DaemonSetController(view)
+        self.controllers: list[Controller] = [self.kueue, self.jobs, self.replicasets, self.statefulsets,
+                                              self.daemonsets, dra.DraController(view, self.cluster.snapshot)]
+        # the Services, ReplicaSets and StatefulSets default spreading selects on (the scheduler reads them)
+        self.listers = self.cluster.snapshot.listers = Listers()
         binder, events = sim.binder, self.cluster.events
         self.rendezvous = Rendezvous(binder.finish_at, binder.cancel_finish, binder.fail_pod,
                                      lambda at, job: events.push(at, "rendezvous", job))
@@ -130,7 +141,10 @@ class ControllerManager:
         return changed
 
     def pod_started(self, rec: PodRecord) -> bool:
-        """A pod began running: its Job is told. True when a rendezvous times its run."""
+        """A pod began running: its Job or StatefulSet is told. True when a rendezvous times its run."""
+        if rec.owner is self.statefulsets:
+            assert rec.owner_key is not None  # set together with owner
+            self.statefulsets.pod_started(rec.owner_key)
         if rec.owner is self.jobs:
             assert rec.owner_key is not None  # set together with owner
             self.jobs.pod_started(rec.owner_key)

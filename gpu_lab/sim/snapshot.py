@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterable
+from typing import Any
 
 import numpy as np
 
@@ -83,6 +84,7 @@ class Snapshot:
         self._label_cols: dict[str, np.ndarray] = {}
         self._counters: dict[tuple, np.ndarray] = {}
         self.listeners: list[Callable[[Pod, int, int], None]] = []
+        self.listers: Any = None  # defaultselector.Listers: what default spreading selects on
 
     # ----- nodes -------------------------------------------------------
     def __len__(self) -> int:

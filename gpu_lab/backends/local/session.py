@@ -34,7 +34,7 @@ from ..apiobjects import condition, node_rows, pod_row
 from ..base import Session, Source
 from ..tables import NodeRow, PodRow
 from ..waiting import wait_settled
-from . import draobjects, jobtable, kueueobjects, schedulerlog
+from . import draobjects, jobtable, kueueobjects, podsets, schedulerlog
 from .cluster import LocalCluster
 from .components import SCHEDULER
 from .kueue import enabled as kueue_enabled
@@ -77,6 +77,7 @@ class LocalSession(Session):
         self.client = self.cluster.client()
         self.timeout, self.settle = timeout, settle
         self._kueue_jobs = kueueobjects.KueueJobs(self.client, timeout)  # Jobs Kueue queues
+        self._podsets = podsets.PodSets(self.client)  # StatefulSets and DaemonSets: schedule waits for their pods
         self.agents: list[Any] = []
         self._created: list[tuple[str, str, str | None]] = []  # (kind, name, namespace)
         self._custom_scheduler = False
@@ -148,7 +149,7 @@ class LocalSession(Session):
                     self._wait(lambda: kueueobjects.seen(self.client, kueue_docs), "Kueue's queues")
                 continue
             kind = doc.get("kind")
-            if kind in ("Namespace", "PriorityClass", "Workload", "PodGroup") or kind in batch.POD_MAKERS:
+            if kind in ("Namespace", "PriorityClass", "Workload", "PodGroup", "Service") or kind in batch.POD_MAKERS:
                 ns = None if kind in _CLUSTER_SCOPED else (doc.get("metadata") or {}).get("namespace", "default")
                 if kind == "Job" and (ns, (doc.get("metadata") or {}).get("name")) in held:
                     # suspended: its pods come once Kueue admits it (schedule waits)
@@ -163,6 +164,7 @@ class LocalSession(Session):
                 name = created["metadata"]["name"]  # the API server's, for generateName
                 self._created.append((kind, name, ns))
                 refs.append(f"{kind.lower()}/{name if ns is None else ns + '/' + name}")
+        self._podsets.add(sc.workloads)
         if evicting:  # a NoExecute device taint evicts the pods using the devices
             self._wait(lambda: draobjects.evictions_done(self.client, evicting),
                        "the device-taint-eviction controller")
@@ -258,7 +260,7 @@ class LocalSession(Session):
                 gave_up.append(p)
                 continue
             return False
-        return self._retried_since_change(gave_up) and (
+        return self._retried_since_change(gave_up) and self._podsets.settled() and (
             not kueue_enabled(self.cluster) or self._kueue_jobs.settled())  # Kueue's verdicts too
 
     def _pod_groups_left(self) -> bool:
@@ -457,13 +459,14 @@ class LocalSession(Session):
         for ns in ns_names:
             if ns in SYSTEM_NAMESPACES - {"default"}:
                 continue
-            for kind in ("Deployment", "ReplicaSet", "Job"):
+            for kind in ("Deployment", "ReplicaSet", "Job", *podsets.KINDS):
                 for obj in self.client.list(kind, namespace=ns)["items"]:
                     self.client.delete(kind, obj["metadata"]["name"], namespace=ns, missing_ok=True,
                                        propagation_policy="Background")
             for p in self.client.list("Pod", namespace=ns)["items"]:
                 self.client.delete("Pod", p["metadata"]["name"], namespace=ns, missing_ok=True,
                                    grace_period_seconds=0)
+            podsets.delete_services(self.client, ns)
             for kind in ("PodGroup", "Workload"):  # the native Workload API (cluster.FEATURE_GATES)
                 with contextlib.suppress(ApiError):  # a lab started before it was served
                     for obj in self.client.list(kind, namespace=ns, api_version=POD_GROUP_API)["items"]:
@@ -486,6 +489,7 @@ class LocalSession(Session):
                    "the lab to empty")
         self.agents, self._created = [], []
         self._kueue_jobs.reset()
+        self._podsets.reset()
         # also a configuration an earlier session or `gpu-lab up --scenario` left
         if self._custom_scheduler or self.cluster._saved_scheduler_config() is not None:
             self.cluster.set_scheduler_config(None, progress=lambda _m: None)

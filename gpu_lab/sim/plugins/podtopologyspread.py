@@ -33,16 +33,15 @@ System default constraints (``defaultingType: System``, the default):
 maxSkew 5, both ScheduleAnyway, applied only to pods without constraints of
 their own and only with the selector ``helper.DefaultSelector`` derives from
 the Services, ReplicationControllers, ReplicaSets and StatefulSets that select
-the pod. gpu-lab has no Services; for a pod controlled by a ReplicaSet (or an
-RC/StatefulSet) we use the pod's own labels as the controller's selector, which
-holds because gpu-lab's ReplicaSets select exactly their template labels. Job
-pods get no default spreading: Job is not in ``DefaultSelector``'s list. With
+the pod, read from the cluster's objects (``sim.defaultselector.Listers``, on the
+snapshot); without them (a bare snapshot) a pod controlled by a ReplicaSet or
+StatefulSet is spread by its own labels. Job and DaemonSet pods get no default
+spreading unless a Service selects them: neither kind is in ``DefaultSelector``'s list. With
 system defaulting a node without a zone label still gets hostname spreading
 (``requireAllTopologies`` is false).
 
-Not modelled: terminating pods (gpu-lab has no deletionTimestamp), the
-queueing hints, and Services as a source of default selectors (unless a
-``handle`` offers ``default_selector(pod)``).
+Not modelled: terminating pods (gpu-lab has no deletionTimestamp) and the
+queueing hints.
 """
 
 from __future__ import annotations
@@ -227,9 +226,16 @@ class PodTopologySpread(Plugin):
         hook = getattr(self.handle, "default_selector", None)
         if callable(hook):
             return hook(pod)
+        listers = self._listers()
+        if listers is not None:
+            return listers.default_selector(pod)
         if pod.owner_kind in DEFAULT_SELECTOR_OWNERS and pod.labels:
             return LabelSelector(tuple(Requirement(k, "In", (str(v),)) for k, v in sorted(pod.labels.items())))
         return None
+
+    def _listers(self):
+        """The Services, ReplicaSets and StatefulSets the scheduler's informers hold, if any."""
+        return getattr(getattr(self.handle, "snapshot", None), "listers", None)
 
     def build_default_constraints(self, pod: Pod, action: str) -> list[Constraint]:
         constraints = self._defaults[action]
@@ -243,7 +249,10 @@ class PodTopologySpread(Plugin):
 
     def get_constraints(self, pod: Pod, action: str) -> list[Constraint]:
         """The pod's own constraints with ``action``, else the defaults; kept on the pod (do not mutate)."""
-        key = (self.name, "constraints", self.token, action)
+        key: tuple = (self.name, "constraints", self.token, action)
+        listers = None if pod.topology_spread_constraints else self._listers()
+        if listers is not None:  # defaults follow the Services and controllers there are now
+            key += (listers.version, pod.owner_name)
         got = pod.memo.get(key)
         if got is None:
             if pod.topology_spread_constraints:
