@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..backends.base import collector_paused
+from ..backends.batch import creation_order, pods_of
 from ..errors import GpuLabError
 from ..model.duration import DURATION_ANNOTATION, parse_duration
 from ..model.objects import Pod
@@ -21,6 +22,7 @@ from ..model.scenario import parse_scenario
 from ..model.timing import rendezvous_settings, submit_time
 from .cluster import PodRecord
 from .dra import backend as dra
+from .policies import Policies
 from .scheduler import Scheduler
 
 if TYPE_CHECKING:
@@ -31,6 +33,9 @@ class ApiServer:
     def __init__(self, sim: Runner) -> None:
         self._sim = sim
         self.cluster = sim.cluster
+        # PodDisruptionBudgets, ResourceQuotas, LimitRanges: admission and the PDBs preemption reads
+        self.policies = Policies(sim.cluster)
+        sim.cluster.scheduler.disruption_budgets = self.policies.disruption_budgets
 
     def create(self, docs: list[dict]) -> list[str]:
         """Create the documents' objects; returns "kind/name" refs."""
@@ -48,6 +53,7 @@ class ApiServer:
             if p.namespace not in c.namespaces and p.namespace not in sc.namespaces:
                 raise GpuLabError(f'namespaces "{p.namespace}" not found')
         self._check_pod_groups(sc.pod_groups, sc.namespaces)
+        self.policies.check(sc, c.namespaces | set(sc.namespaces))
         for svc in sc.services:
             if svc["name"] in controllers.listers.services.get(svc["namespace"], {}):
                 raise GpuLabError(f'services "{svc["name"]}" already exists')
@@ -61,10 +67,13 @@ class ApiServer:
             if p.annotations.get(DURATION_ANNOTATION):
                 parse_duration(p.annotations[DURATION_ANNOTATION])
         at_of, rendezvous = self._plan(sc)
+        admitted = self.policies.admit_batch(sc, self._created_now(sc, at_of, c.now))  # a refused bare pod raises
         if sc.kueue:
             controllers.kueue.check(sc.kueue)
 
         refs: list[str] = []
+        self._take_admitted(sc, admitted)
+        refs += self.policies.add(sc)
         if sc.pod_groups or sc.dra or sc.priority_classes or sc.namespaces or new_scheduler is not None:
             c.wakeups += 1  # what a gate or a plugin waits for may exist now; a new scheduler retries all
         c.pod_groups.update((g.key, g) for g in sc.pod_groups)
@@ -80,6 +89,7 @@ class ApiServer:
         if new_scheduler is not None:
             c.scheduler_config_raw = sc.scheduler_config
             new_scheduler.nominated = c.scheduler.nominated
+            new_scheduler.disruption_budgets = c.scheduler.disruption_budgets
             new_scheduler.pod_groups = c.scheduler.pod_groups  # members waiting at Permit
             c.scheduler = new_scheduler
             self._sim.predicate_checker.forget()  # verdicts of the old configuration
@@ -117,6 +127,33 @@ class ApiServer:
         for (at, _), item in sorted(later.items(), key=lambda kv: kv[0]):
             c.events.push(at, "submit", item)
         return refs
+
+    @staticmethod
+    def _created_now(sc, at_of: dict, now: float) -> list[Pod]:
+        """The pods an apply creates at once, in the order every backend creates them
+        (``backends.batch``): the order quota admits them in."""
+        keys = {p.key for p in sc.pods if at_of.get(p.key, now) <= now}
+        for i, record in enumerate(sc.workloads):
+            if at_of[("workload", i)] > now:
+                keys -= {f"{record['namespace']}/{n}" for n in record["pods"]}
+        ordered = [p for d in creation_order(sc.documents, sc.pods) for p in pods_of(d, sc.pods)]
+        seen = {p.key for p in ordered}
+        ordered += [p for p in sc.pods if p.key not in seen]
+        return [p for p in ordered if p.key in keys]
+
+    def _take_admitted(self, sc, admitted: dict) -> None:
+        """The apply's pods as admission made them (LimitRange defaults); a controller's pod
+        that quota refused is left out, with its owner's FailedCreate event."""
+        if not admitted:
+            return
+        refused = {k for k, v in admitted.items() if isinstance(v, str)}
+        for p in sc.pods:
+            if p.key in refused:
+                self.policies.refused(p, admitted[p.key])
+        sc.pods = [admitted.get(p.key, p) for p in sc.pods if p.key not in refused]
+        for record in sc.workloads:
+            record["pods"] = [n for n in record["pods"] if f"{record['namespace']}/{n}" not in refused]
+        self.policies.admitted |= {k for k, v in admitted.items() if not isinstance(v, str)}
 
     def _check_pod_groups(self, groups: list, namespaces: list[str]) -> None:
         """PodGroups are created once, in namespaces that exist (or that the same apply creates)."""
@@ -186,6 +223,13 @@ class ApiServer:
         c = self.cluster
         rec = PodRecord(pod, created_at=c.now)
         self._sim.controllers.adopt(rec)
+        admitted = self.policies.admit_created(pod)  # LimitRanger and ResourceQuota
+        if admitted is None:  # never created: its controller tries again at its next sync
+            refused = getattr(rec.owner, "refused", None)
+            if callable(refused):
+                refused(rec.owner_key, pod.key)
+            return
+        rec.pod = pod = admitted
         c.records[pod.key] = rec
         c.generation += 1
         if pod.node_name:

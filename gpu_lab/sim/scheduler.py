@@ -186,6 +186,8 @@ class Scheduler:
         self.deterministic = deterministic
         self.next_start_node_index = 0
         self.nominated: dict[str, tuple[Pod, int]] = {}  # pod key -> (pod, node index)
+        # every PodDisruptionBudget with its disruptionsAllowed, as preemption reads them (sim/policies.py)
+        self.disruption_budgets: Callable[[], list] = list
         self.cache = CycleCache(snapshot)  # kept only for speed (cache.py)
         self.pod_groups = PodGroupManager()  # the scheduling queue keeps it current
 

@@ -133,6 +133,10 @@ class JobController(Controller):
             job.last_failure = self.cluster.now
         self._dirty.add(owner)
 
+    def refused(self, owner: str, pod_key: str) -> None:
+        """The API server refused the pod (quota): not active; the next sync tries again."""
+        self.jobs[owner].active.pop(pod_key, None)
+
     def set_suspended(self, key: str, suspended: bool) -> None:
         """``spec.suspend`` changed (Kueue admits by resuming and evicts by suspending)."""
         job = self.jobs[key]

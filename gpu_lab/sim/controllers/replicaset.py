@@ -45,6 +45,11 @@ class ReplicaSetController(Controller):
             self._missing[owner] += 1
             self._dirty.add(owner)
 
+    def refused(self, owner: str, pod_key: str) -> None:
+        """The API server refused the pod (quota): still missing, created again at the next sync."""
+        self.active[owner].discard(pod_key)
+        self._missing[owner] += 1
+
     def sync(self) -> bool:
         changed = False
         classes = None

@@ -25,8 +25,11 @@ kube-scheduler v1.37 for single pods (a PodGroup's preemption, PodGroupPostFilte
    PreFilter and Filter; if the pod still does not fit, the node's status is
    that failure. Otherwise put the victims back one by one, most important
    first (higher priority, then earlier start), keeping each one the pod can
-   live with. Kubernetes reprieves PDB-violating victims first; the simulator
-   has no PodDisruptionBudgets, so every victim is non-violating. The
+   live with. PDB-violating victims are reprieved first, then the others
+   (``FilterVictimsWithPDBViolation``: a victim violates once a
+   PodDisruptionBudget matching it has no disruption left; the budgets are
+   the disruption controller's ``disruptionsAllowed``, read once per attempt
+   from ``handle.disruption_budgets()``, model/disruptionbudget.py). The
    snapshot is always restored exactly afterwards.
 4. Pick one node (``pickOneNodeForPreemption``): fewest PDB violations,
    lowest highest-victim priority, smallest sum of (priority + 2^31), fewest
@@ -63,6 +66,7 @@ from typing import Any
 import numpy as np
 
 from ...errors import GpuLabError
+from ...model.disruptionbudget import violating
 from ...model.objects import Pod
 from ..framework import (
     ERROR,
@@ -232,8 +236,10 @@ class DefaultPreemption(Plugin):
         return diagnosis.nodes_with(UNSCHEDULABLE)
 
     # ---------------------------------------------------------- dry run
-    def select_victims(self, ctx: CycleContext, i: int, victims: list[Pod], run, bound) -> tuple[list[Pod], Status | None]:
-        """``SelectVictimsOnNode`` for node ``i``: (victims high->low importance, failure status)."""
+    def select_victims(self, ctx: CycleContext, i: int, victims: list[Pod], run, bound,
+                       budgets: Sequence = ()) -> tuple[list[Pod], int, Status | None]:
+        """``SelectVictimsOnNode`` for node ``i``: (victims high->low importance, how many of
+        them violate a PodDisruptionBudget, failure status)."""
         snap = ctx.snapshot
         saved = list(snap.pods_on[i])
         removed: list[Pod] = []
@@ -243,25 +249,37 @@ class DefaultPreemption(Plugin):
                 removed.append(p)
             st = run(i)
             if st is not None:
-                return [], st
+                return [], 0, st
             chosen: list[Pod] = []
-            # No PDBs in the simulator: every victim is "non-violating".
-            for p in sorted(victims, key=more_important_key):
+            bad, good = violating(sorted(victims, key=more_important_key), list(budgets))
+            violations = 0
+
+            def reprieve(p: Pod) -> bool:
+                nonlocal removed
                 snap.add_pod(p, i)
                 removed = [q for q in removed if q is not p]
                 if bound.fits(i) and run(i) is None:
-                    continue  # reprieved
+                    return True
                 snap.remove_pod(p)
                 removed.append(p)
                 chosen.append(p)
-            return chosen, None
+                return False
+
+            for p, count in bad:  # the PDB-violating victims first
+                if not reprieve(p):
+                    violations += count
+            for p in good:
+                reprieve(p)
+            if bad and good:
+                chosen.sort(key=more_important_key)
+            return chosen, violations, None
         finally:
             for p in removed:
                 snap.add_pod(p, i)
             snap.pods_on[i] = saved
 
     @staticmethod
-    def pick_one(candidates: list[tuple[int, list[Pod]]]) -> int:
+    def pick_one(candidates: list[tuple[int, list[Pod]]], violations: Sequence[int] = ()) -> int:
         """``pickOneNodeForPreemption`` with the default score functions; returns a candidate index."""
 
         def highest_start(victims: list[Pod]) -> int:  # GetEarliestPodStartTime
@@ -269,13 +287,13 @@ class DefaultPreemption(Plugin):
             return min(p.created for p in victims if p.priority == top)
 
         funcs = [
-            lambda v: 0,  # -NumPDBViolations: no PDBs
             lambda v: -v[0].priority,
             lambda v: -sum(p.priority + MAX_INT32 + 1 for p in v),
             lambda v: -len(v),
             highest_start,
         ]
-        alive = list(range(len(candidates)))
+        # the first score function: fewest PDB violations (violations[k]: candidate k's)
+        alive = [c for c in range(len(candidates)) if not violations or violations[c] == min(violations)]
         for f in funcs:
             scores = [f(candidates[c][1]) for c in alive]
             best = max(scores)
@@ -296,14 +314,18 @@ class DefaultPreemption(Plugin):
         potential = self.potential_nodes(ctx, diagnosis)
         statuses: dict[int, Status] = {}
         candidates: list[tuple[int, list[Pod]]] = []
+        violations: list[int] = []
         errors: list[str] = []
+        read = getattr(self.handle, "disruption_budgets", None)
+        budgets = read() if callable(read) else []  # the PDB lister, once per attempt
 
         def evaluate(i: int, victims: list[Pod]) -> None:
-            chosen, st = self.select_victims(ctx, i, victims, run, bound)
+            chosen, violated, st = self.select_victims(ctx, i, victims, run, bound, budgets)
             if st is None and not chosen:
                 st = Status(ERROR, (f'expected at least one victim pod on node "{snap.nodes[i].name}"',))
             if st is None:
                 candidates.append((i, chosen))
+                violations.append(violated)
                 return
             if st.code == ERROR:
                 errors.append(st.message())
@@ -352,7 +374,7 @@ class DefaultPreemption(Plugin):
             # Kubernetes returns a PostFilterResult nominating "": it clears the pod's nomination.
             return self._result(None, [], Status(UNSCHEDULABLE, ("preemption: " + text,), self.name), "Override")
 
-        c = candidates[self.pick_one(candidates)] if len(candidates) > 1 else candidates[0]
+        c = candidates[self.pick_one(candidates, violations)] if len(candidates) > 1 else candidates[0]
         node, victims = c
         text = FOUND.format(snap.nodes[node].name, len(victims))
         return self._result(node, victims, Status(SUCCESS, ("preemption: " + text,), self.name), "Override")
