@@ -23,7 +23,7 @@ def parse_service(raw: dict) -> dict[str, Any]:
     meta = dict(raw["metadata"]) if isinstance(raw.get("metadata"), dict) else {}
     meta["namespace"] = meta.get("namespace") or "default"
     spec = raw["spec"] if isinstance(raw.get("spec"), dict) else {}
-    name = meta.get("name") if isinstance(meta.get("name"), str) else ""
+    name = name_raw if isinstance(name_raw := meta.get("name"), str) else ""
     kind = spec.get("type") or "ClusterIP"
     headless = spec.get("clusterIP") == "None"
     errs = v.validate_object_meta(meta, name_check=v.is_dns1123_label)

@@ -40,9 +40,9 @@ def expand_statefulset(raw: dict, meta: dict, spec: dict, uid: str, classes, fir
     name, ns = meta.get("name") or "", meta["namespace"]
     replicas = 1 if spec.get("replicas") is None else spec["replicas"]
     policy = spec.get("podManagementPolicy") or ORDERED_READY
-    strategy = spec.get("updateStrategy") if isinstance(spec.get("updateStrategy"), dict) else {}
+    strategy = strategy_raw if isinstance(strategy_raw := spec.get("updateStrategy"), dict) else {}
     strategy_type = strategy.get("type") or "RollingUpdate"
-    ordinals = spec.get("ordinals") if isinstance(spec.get("ordinals"), dict) else {}
+    ordinals = ordinals_raw if isinstance(ordinals_raw := spec.get("ordinals"), dict) else {}
     start = ordinals.get("start") or 0
     template = _template(spec)
     selector = spec.get("selector")

@@ -187,8 +187,8 @@ def test_an_error_anywhere_returns_nothing():
 def test_kinds_are_checked_before_any_object():
     # a bad kind late in the file wins over a bad pod early: kubectl maps every kind first
     with pytest.raises(GpuLabError) as info:
-        load_scenario(pod("Bad_Name") + "---\napiVersion: v1\nkind: Service\nmetadata: {name: s}\n")
-    assert str(info.value) == 'no matches for kind "Service" in version "v1"'
+        load_scenario(pod("Bad_Name") + "---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: s}\n")
+    assert str(info.value) == 'no matches for kind "ConfigMap" in version "v1"'
 
 
 def test_lesson_and_golden_scenarios_load():

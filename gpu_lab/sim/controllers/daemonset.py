@@ -45,6 +45,12 @@ class DaemonSetController(Controller):
             del placed[node]
             self._dirty.add(owner)
 
+    def refused(self, owner: str, pod_key: str) -> None:
+        """The API server refused the pod (quota): its node still lacks one, tried at the next sync."""
+        placed = self.placed[owner]
+        for node in [n for n, k in placed.items() if k == pod_key]:
+            del placed[node]
+
     def sync(self) -> bool:
         version = self.cluster.node_version()
         if version != self._node_version:  # nodes came, went or changed: every DaemonSet looks again

@@ -52,6 +52,12 @@ class StatefulSetController(Controller):
             self._failed.setdefault(owner, set()).add(ordinal)  # deleted at the next sync, then made again
             self._dirty.add(owner)
 
+    def refused(self, owner: str, pod_key: str) -> None:
+        """The API server refused the pod (quota): its ordinal is still missing, tried at the next sync."""
+        members = self.members[owner]
+        for ordinal in [i for i, k in members.items() if k == pod_key]:
+            del members[ordinal]
+
     def sync(self) -> bool:
         changed = False
         while self._dirty:
