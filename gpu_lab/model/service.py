@@ -9,6 +9,7 @@ gpu-lab accepts, after the v1 defaults (type ClusterIP, sessionAffinity None, pr
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from ..errors import GpuLabError, InvalidObject
@@ -76,6 +77,26 @@ def _port(p: Any, require_name: bool, names: set[str], path: str) -> list[str]:
     if protocol not in PROTOCOLS:
         errs.append(v.not_supported(f"{path}.protocol", protocol, PROTOCOLS))
     target = p.get("targetPort")
-    if isinstance(target, int) and not isinstance(target, bool) and not 1 <= target <= 65535:
+    if target in (None, 0, ""):  # SetDefaults_Service: the port itself
+        target = port
+    if isinstance(target, str):
+        errs += [v.invalid(f"{path}.targetPort", target, m) for m in _port_name_errors(target)]
+    elif isinstance(target, bool) or not isinstance(target, int) or not 1 <= target <= 65535:
         errs.append(v.invalid(f"{path}.targetPort", target, "must be between 1 and 65535, inclusive"))
+    return errs
+
+
+def _port_name_errors(name: str) -> list[str]:
+    """``validation.IsValidPortName`` (an IANA service name)."""
+    errs = []
+    if len(name) > 15:
+        errs.append("must be no more than 15 characters")
+    if not re.fullmatch("[-a-z0-9]+", name):
+        errs.append("must contain only alpha-numeric characters (a-z, 0-9), and hyphens (-)")
+    if not re.search("[a-z]", name):
+        errs.append("must contain at least one letter (a-z)")
+    if "--" in name:
+        errs.append("must not contain consecutive hyphens")
+    if name and (name[0] == "-" or name[-1] == "-"):
+        errs.append("must not begin or end with a hyphen")
     return errs

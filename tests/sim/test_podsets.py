@@ -272,7 +272,8 @@ spec:
   ports: [{port: 0, protocol: ICMP}, {port: 80}]
 """, 'Service "s" is invalid: [spec.ports[0].name: Required value, spec.ports[0].port: Invalid value: 0: '
      'must be between 1 and 65535, inclusive, spec.ports[0].protocol: Unsupported value: "ICMP": supported '
-     'values: "SCTP", "TCP", "UDP", spec.ports[1].name: Required value]'),
+     'values: "SCTP", "TCP", "UDP", spec.ports[0].targetPort: Invalid value: 0: must be between 1 and 65535, '
+     'inclusive, spec.ports[1].name: Required value]'),
     ("""
 apiVersion: v1
 kind: Service
