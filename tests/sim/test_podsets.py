@@ -99,6 +99,36 @@ status: {capacity: {cpu: "8", memory: 32Gi, pods: "110"}}
     assert list(rows["node"]) == ["h100-0"]
 
 
+def test_nodes_the_autoscaler_adds_get_their_daemon_pod():
+    s = gpu_lab.connect("sim", seed=0)
+    s.apply("""
+apiVersion: gpulab.dev/v1alpha1
+kind: NodePool
+metadata: {name: h100}
+spec:
+  count: 1
+  gpu: {model: H100-80GB, count: 8}
+  autoscaling: {minCount: 1, maxCount: 3, provisioningDelay: 60s}
+---
+apiVersion: batch/v1
+kind: Job
+metadata: {name: big}
+spec:
+  parallelism: 2
+  completions: 2
+  template:
+    spec:
+      restartPolicy: Never
+      containers: [{name: c, image: x, resources: {limits: {nvidia.com/gpu: 8}}}]
+---
+""" + DAEMONSET.replace("tolerations: [{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}]",
+                        "tolerations: []"))
+    s.schedule()
+    s.advance(600)
+    rows = _rows(s.pods(), "dcgm-")
+    assert sorted(rows["node"]) == ["h100-0", "h100-1"] and set(rows["phase"]) == {"Running"}
+
+
 def test_a_daemon_pod_takes_cpu_a_gpu_pod_then_lacks():
     s = gpu_lab.connect("sim", seed=0)
     s.apply(NODES + "---" + DAEMONSET)
