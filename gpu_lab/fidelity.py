@@ -38,7 +38,7 @@ class Case:
     documents: list[dict]
     exact: bool = False  # node names must match, not only the multiset
     # [{killPlugin: node} | {restartPlugin: node} | {apply: docs} | {advance: seconds or null}
-    #  | {delete: pod} | {cordon: node} | {label: {node: name, labels: {key: value}}}]
+    #  | {delete: pod} | {cordon: node} | {label: {node: name, labels: {key: value}, evict: bool}}]
     actions: list[dict] = field(default_factory=list)
 
     @classmethod
@@ -179,8 +179,9 @@ def run_case(case: Case, session: Session) -> Outcome:
             session.delete(action["delete"])
         elif "cordon" in action:
             session.cordon(action["cordon"])
-        elif "label" in action:  # {label: {node: NAME, labels: {key: value or null}}}
-            session.label_node(action["label"]["node"], action["label"]["labels"])
+        elif "label" in action:  # {label: {node: NAME, labels: {key: value or null}, evict: bool}}
+            session.label_node(action["label"]["node"], action["label"]["labels"],
+                               evict=bool(action["label"].get("evict")))
         else:
             raise ValueError(f"unknown fidelity action {sorted(action)}")
         session.schedule()

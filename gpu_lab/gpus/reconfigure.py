@@ -160,6 +160,16 @@ def reconfigure(node: Node, new_config: str, *, pods_holding: list[str], evict: 
                              f'{before} -> MIG config "{new_config}": {after}', state.warnings)
 
 
+def eviction_message(node: str, config: str) -> str:
+    """The status message of a pod evicted to apply ``config`` (every backend says it so)."""
+    return f"evicted from {node} to apply {MIG_CONFIG_LABEL}={config}"
+
+
+def failure(node: str, config: str, message: str) -> str:
+    """The one line a relabel that leaves the state ``failed`` answers with."""
+    return f'node "{node}": {MIG_CONFIG_LABEL}={config}: {message}'
+
+
 def _describe(name: str | None, node: Node) -> str:
     res = ", ".join(f"{r}: {n}" for r, n in node.capacity.items()
                     if r.startswith(_PLUGIN_RESOURCE_PREFIXES) and n)

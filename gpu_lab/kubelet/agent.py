@@ -20,6 +20,10 @@ a real API server:
   ``restart_plugin(node)`` restores it. Pools whose devices the fake plugin would not
   advertise exactly as the record lists them, and plain Node manifests listing
   ``nvidia.com/*`` capacity, get a device manager with fixed devices instead (``node.py``).
+* **MIG manager**: a new ``nvidia.com/mig.config`` label on a node repartitions its GPUs as
+  NVIDIA's MIG manager does (``migmanager.py``): ``nvidia.com/mig.config.state`` goes
+  ``pending`` then ``success`` (or ``failed``), the device plugin restarts with the new
+  layout and re-advertises; ``allow_mig_eviction`` lets it evict the pods holding GPUs.
 * **DRA**: the nodes of a NodePool with ``spec.dra`` run NVIDIA's DRA driver instead of a
   device plugin: the agent installs its DeviceClasses and publishes each node's
   ResourceSlices (``backends.local.resourceslices``); a pod with ResourceClaims is "prepared"
@@ -88,7 +92,9 @@ from ..kube import (
     Unreachable,
 )
 from ..model.names import TERMINAL_PHASES
+from ..model.nodepool import MIG_CONFIG_LABEL
 from ..model.objects import Node
+from . import migmanager
 from . import nodestatus as ns
 from . import podlifecycle as pl
 from .admission import REJECTED_PREFIX, admit_devices, fit_failure
@@ -155,6 +161,8 @@ class NodeAgent:
         self._threads: list[threading.Thread] = []
         self._watch_thread: threading.Thread | None = None
         self._watcher: CancellableWatch | None = None
+        self._node_watch_thread: threading.Thread | None = None
+        self._node_watcher: CancellableWatch | None = None
         self._clients: list[KubeClient] = []
         self._timers: list[tuple[float, int, str, str, str]] = []
         self._timer_seq = itertools.count()
@@ -223,6 +231,12 @@ class NodeAgent:
                 daemon=True,
             )
             self._watch_thread.start()
+            self._node_watcher = CancellableWatch(self._new_client())
+            self._node_watch_thread = threading.Thread(
+                target=self._watch_nodes, args=(self._generation, self._node_watcher),
+                name="nodeagent-node-watch", daemon=True,
+            )
+            self._node_watch_thread.start()
         except BaseException:
             self.stop()
             raise
@@ -331,6 +345,12 @@ class NodeAgent:
         if self._watch_thread is not None:
             self._watch_thread.join(5)
             self._watch_thread = None
+        if self._node_watcher is not None:
+            self._node_watcher.cancel()
+            self._node_watcher = None
+        if self._node_watch_thread is not None:
+            self._node_watch_thread.join(5)
+            self._node_watch_thread = None
         for sn in self.nodes.values():
             try:
                 sn.stop_devices()
@@ -406,6 +426,16 @@ class NodeAgent:
             if not plugin.alive:
                 return False
         return False
+
+    def allow_mig_eviction(self, name: str, config: str | None) -> None:
+        """Let the node's MIG manager evict the pods holding its GPUs to apply ``config``
+        (None: to apply nothing), as an operator drains a node before relabelling it."""
+        self.node(name).mig_evict = config
+
+    def mig_runs(self, name: str) -> tuple[int, migmanager.MigOutcome | None]:
+        """How many times the node's MIG manager ran, and how its last run ended."""
+        sn = self.node(name)
+        return sn.mig_runs, sn.mig_outcome
 
     def plugin_alive(self, name: str) -> bool:
         sn = self.node(name)
@@ -526,6 +556,76 @@ class NodeAgent:
             done.append(ev)
         return done
 
+    # ------------------------------------------------------------------ MIG manager
+    def _watch_nodes(self, generation: int, watcher: CancellableWatch) -> None:
+        """Follow the Nodes' ``nvidia.com/mig.config`` labels (the MIG manager's trigger)."""
+        client = watcher.client
+        rv = None
+        while not self._stopping.is_set() and generation == self._generation:
+            try:
+                if rv is None:
+                    lst = client.list("Node")
+                    rv = lst["metadata"]["resourceVersion"]
+                    for node in lst.get("items") or []:
+                        self._node_changed(node)
+                for ev in watcher.stream("Node", resource_version=rv, timeout_seconds=WATCH_TIMEOUT_S):
+                    if self._stopping.is_set() or generation != self._generation:
+                        return
+                    rv = (ev.object.get("metadata") or {}).get("resourceVersion") or rv
+                    if ev.type in ("ADDED", "MODIFIED"):
+                        self._node_changed(ev.object)
+            except ApiError as err:
+                if err.code != 410:
+                    log.warning("node watch: %s", err)
+                    self._stopping.wait(1.0)
+                rv = None
+            except Exception as err:  # noqa: BLE001 - the watch must go on
+                if self._stopping.is_set():
+                    return
+                log.warning("node watch: %s", err)
+                self._stopping.wait(1.0)
+                rv = None
+
+    def _node_changed(self, node: dict) -> None:
+        meta = node.get("metadata") or {}
+        sn = self.nodes.get(meta.get("name", ""))
+        wanted = (meta.get("labels") or {}).get(MIG_CONFIG_LABEL)
+        if sn is not None and wanted != sn.mig_seen:
+            sn.mig_seen = wanted  # each new value taken up once; a removed label asks for nothing
+            if wanted is not None:
+                sn.queue.put(("mig", wanted, None))
+
+    def _mig(self, client: KubeClient, sn: AgentNode, wanted: str) -> None:
+        try:
+            outcome = migmanager.run(client, sn, wanted, lambda key, why: self._evict(client, sn, key, why))
+        except (GpuLabError, ApiError, Unreachable) as err:
+            outcome = migmanager.MigOutcome(wanted, "failed", message=str(err))
+        finally:
+            plugin = sn.plugin
+            if sn.has_plugin and plugin is not None and not plugin.alive:
+                plugin.start()  # never leave the node without its plugin
+        log.info("%s: MIG manager: %s=%s: %s %s", sn.name, MIG_CONFIG_LABEL, wanted, outcome.state,
+                 outcome.message)
+        sn.mig_outcome = outcome
+        sn.mig_runs += 1  # after the outcome: a reader that sees the count sees the outcome
+
+    def _evict(self, client: KubeClient, sn: AgentNode, key: str, message: str) -> None:
+        """The kubelet evicts a pod: a Warning event, phase Failed with reason Evicted, its
+        devices released."""
+        st = next((st for st in sn.pods.values() if st.key == key and not st.terminal), None)
+        if st is None:
+            return
+        namespace, name = key.split("/", 1)
+        pod = {"metadata": {"name": name, "namespace": namespace, "uid": st.uid}}
+        self._event(client, sn, pod, "Evicted", message)
+        body = {"metadata": {"uid": st.uid}, "status": pl.evicted_status(message)}
+        with contextlib.suppress(ApiError):
+            client.patch("Pod", name, body, namespace=namespace, patch_type="strategic",
+                         subresource="status")
+        st.terminal = True
+        self._release(sn, st)
+        log.info("%s: evicted %s: %s", sn.name, key, message)
+
     # ------------------------------------------------------------------ pod worker
     def _worker(self, sn: AgentNode) -> None:
         client = self._new_client()
@@ -541,6 +641,8 @@ class NodeAgent:
                     self._complete(client, sn, a, b)
                 elif what == "prepare":
                     self._retry_prepare(client, sn, a)
+                elif what == "mig":
+                    self._mig(client, sn, a)
                 elif what == "sync":
                     for uid in [u for u in sn.pods if u not in a]:
                         self._forget(sn, uid)

@@ -32,9 +32,11 @@ from ..deviceplugin.config import DevicePluginConfig, parse_config
 from ..deviceplugin.plugin import KUBELET_SOCKET, MAX_SOCKET_PATH, advertised_devices, socket_name
 from ..errors import GpuLabError
 from ..gpus.migparted import resolve
+from ..model.nodepool import MIG_CONFIG_LABEL
 from ..model.objects import Node, stable_uid
 from . import nodestatus as ns
 from .devicemanager import DeviceManager
+from .migmanager import MigOutcome
 from .pluginprocess import PluginProcess
 from .registration import KubeletServer
 
@@ -83,6 +85,12 @@ class AgentNode:
         self.last_status: dict | None = None
         self.last_beat = self.last_lease = 0.0
         self._ips = itertools.count()
+        # the MIG manager (migmanager.py): the mig.config value it last took up, the one
+        # config the session allowed it to evict GPU pods for, and how its runs ended
+        self.mig_seen: str | None = node.labels.get(MIG_CONFIG_LABEL)
+        self.mig_evict: str | None = None
+        self.mig_outcome: MigOutcome | None = None
+        self.mig_runs = 0
 
     # ------------------------------------------------------------------ devices
     def _plan(self, grace_period: float, clock: Callable[[], float]) -> DeviceManager:
@@ -154,16 +162,6 @@ class AgentNode:
             config_path = self.dir / "device-plugin.yaml"
             config_path.write_text(yaml.safe_dump(raw, sort_keys=False))
         gpu = self.node.raw["nodePool"]["gpu"]
-        mig_args: list[str] = []
-        mig = (self.node.raw.get("nodePool") or {}).get("mig") or {}
-        if mig.get("migParted") is not None:
-            parted = self.dir / "mig-parted.yaml"
-            parted.write_text(yaml.safe_dump(mig["migParted"], sort_keys=False))
-            mig_args = ["--mig-config", str(parted)]
-            if mig.get("config"):
-                mig_args += ["--mig-config-name", str(mig["config"])]
-        elif mig.get("config"):
-            mig_args = ["--mig-config", str(mig["config"])]
         self.kubelet = KubeletServer(self.plugin_dir, self.manager).start()
         self.plugin = PluginProcess(
             self.name,
@@ -172,9 +170,33 @@ class AgentNode:
             self.plugin_dir,
             self.dir / "device-plugin.log",
             config_path,
-            extra_args=mig_args,
+            extra_args=self._mig_args(),
         )
         self.plugin.start()
+
+    def _mig_args(self) -> list[str]:
+        """The plugin's ``--mig-config`` for the record's MIG config (none without one)."""
+        mig = (self.node.raw.get("nodePool") or {}).get("mig") or {}
+        if mig.get("migParted") is not None:
+            parted = self.dir / "mig-parted.yaml"
+            parted.write_text(yaml.safe_dump(mig["migParted"], sort_keys=False))
+            return ["--mig-config", str(parted)] + (
+                ["--mig-config-name", str(mig["config"])] if mig.get("config") else [])
+        return ["--mig-config", str(mig["config"])] if mig.get("config") else []
+
+    def repartitioned(self, node: Node) -> None:
+        """The MIG manager applied a new layout: ``node`` is the record after it (the shared
+        model's, ``gpus.reconfigure``); the plugin's next start serves its devices. The
+        plugin must be stopped (it is restarted by the caller)."""
+        gpu = node.raw["nodePool"]["gpu"]
+        layouts = _mig_layouts(gpu["model"], int(gpu["count"]), node.raw["nodePool"].get("mig"))
+        offered = advertised_devices(gpu["model"], gpu["count"], self.config, node.name, mig_layouts=layouts)
+        if offered != node.devices:  # the plugin and the shared model disagree: a bug, said plainly
+            raise NodeAgentError(f"{node.name}: the fake plugin would advertise {_counts(offered)}, "
+                                 f"not {_counts(node.devices)}")
+        self.node, self.mig_layouts = node, layouts
+        self.plugin_resources = set(offered)
+        self.started()[1].extra_args = self._mig_args()
 
     def started(self) -> tuple[KubeletServer, PluginProcess]:
         """The kubelet side and the plugin process, for a node with a plugin once ``start_devices`` ran."""

@@ -199,6 +199,15 @@ def rejected_status(reason: str, message: str) -> dict[str, Any]:
     return {"phase": "Failed", "reason": reason, "message": message}
 
 
+def evicted_status(message: str) -> dict[str, Any]:
+    """``status`` of a pod the kubelet evicts (the eviction manager's ``evictPod``): Failed,
+    reason Evicted, and the DisruptionTarget condition saying the kubelet ended it."""
+    now = _now()
+    target = {**_condition("DisruptionTarget", "True", now, "TerminationByKubelet"), "message": message}
+    return {"phase": "Failed", "reason": "Evicted", "message": message,
+            "conditions": [target, _condition("Ready", "False", now, "PodFailed")]}
+
+
 def parse_time(text: str | None) -> float | None:
     """An RFC 3339 time as seconds since the epoch (None when absent or unreadable)."""
     if not text:

@@ -8,7 +8,7 @@ node's device plugin re-advertises what the new layout serves.
 from __future__ import annotations
 
 from ..errors import GpuLabError
-from ..gpus.reconfigure import reconfigure
+from ..gpus.reconfigure import eviction_message, failure, reconfigure
 from ..model.nodepool import MIG_CONFIG_LABEL
 from ..model.objects import Node
 from .binder import Binder
@@ -59,10 +59,9 @@ class Nodes:
                              if rec.node == node and rec.phase == "Running" and rec.devices)
             result = reconfigure(current, wanted, pods_holding=holders, evict=evict)
             if result.state == "failed":
-                raise GpuLabError(f'node "{node}": nvidia.com/mig.config={wanted}: {result.message}')
+                raise GpuLabError(failure(node, wanted, result.message))
             for key in result.evicted:
-                self.binder.end(c.records[key], "Failed", "Evicted",
-                                f"evicted from {node} to apply nvidia.com/mig.config={wanted}")
+                self.binder.end(c.records[key], "Failed", "Evicted", eviction_message(node, wanted))
                 evicted.append(key)
             current = result.node
             self.kubelets.start(current)

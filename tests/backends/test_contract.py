@@ -143,8 +143,11 @@ def test_local_serves_the_node_calls(local):
     assert d.allocated["nvidia.com/gpu"] == "2" and d.capacity["nvidia.com/gpu"] == "8"
     assert local.label_node(other, {"team": "research"}) == []
     assert local.describe_node(other).labels["team"] == "research"
-    with pytest.raises(gpu_lab.NotSupported, match='^label_node: not on the "local" backend: '):
-        local.label_node(other, {"nvidia.com/mig.config": "all-1g.10gb"})
+    # a new MIG config is the node agent's MIG manager's (test_mig_manager_local.py); while
+    # a pod holds the node's GPUs it is refused, in the sim's words
+    with pytest.raises(gpu_lab.GpuLabError, match=f'^node "{node}": cannot change MIG config to '
+                       '"all-1g.10gb" while pods hold its GPUs: default/train '):
+        local.label_node(node, {"nvidia.com/mig.config": "all-1g.10gb"})
     local.cordon(other)
     assert local.nodes().set_index("name").loc[other, "unschedulable"]
     local.cordon(other, False)
@@ -183,7 +186,7 @@ LESSONS = Path(__file__).parents[2] / "lessons"
 
 
 @pytest.mark.controlplane
-@pytest.mark.parametrize("lesson", ["00_start_here.ipynb", "01_device_plugin.ipynb"])
+@pytest.mark.parametrize("lesson", ["00_start_here.ipynb", "01_device_plugin.ipynb", "02_mig.ipynb"])
 def test_lesson_runs_unchanged_on_local(lesson, tmp_path, monkeypatch):
     """The lesson says: change the BACKEND line to run the same cells on the real control
     plane. Do exactly that, and nothing else."""

@@ -12,18 +12,21 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from ...errors import GpuLabError
+from ...gpus.reconfigure import failure as reconfigure_failure
+from ...gpus.reconfigure import reconfigure
 from ...kube import ApiError
 from ...kubelet import agentprocess
 from ...model import arguments as args
 from ...model.names import DEFAULT_SCHEDULER, SYSTEM_NAMESPACES
 from ...model.names import TERMINAL_PHASES as _TERMINAL
-from ...model.nodepool import MIG_CONFIG_LABEL
+from ...model.nodepool import MIG_CONFIG_LABEL, MIG_STATE_LABEL
 from ...model.podgroup import API_VERSION as POD_GROUP_API
 from ...model.scenario import load_documents, parse_scenario
 from ...sim.explain import Explanation
@@ -367,17 +370,56 @@ class LocalSession(Session):
             raise
 
     def label_node(self, node: str, labels: dict[str, str | None], *, evict: bool = False) -> list[str]:
-        """``kubectl label node`` through the API server (None removes a label)."""
+        """``kubectl label node`` through the API server (None removes a label); returns the
+        pods evicted for it.
+
+        A new ``nvidia.com/mig.config`` is taken up by the node agent's MIG manager, as on
+        a GPU Operator node: the GPUs are repartitioned, the device plugin restarts and
+        re-advertises, and this waits until ``nvidia.com/mig.config.state`` says success.
+        Refused while pods hold the node's GPUs unless ``evict`` (in the sim's words, from
+        the same model, ``gpus.reconfigure``)."""
         args.check_name(node, "label_node")
         labels = args.check_labels(node, labels)
         args.check_bool(evict, "label_node", "evict")
-        if MIG_CONFIG_LABEL in labels:
-            raise self._unsupported("label_node", f"changing {MIG_CONFIG_LABEL} needs NVIDIA's MIG "
-                                    "manager, which the node agent does not run yet (the sim does)")
-        self._node(node)
-        self.client.patch("Node", node, {"metadata": {"labels": dict(labels)}})
+        current = (self._node(node).get("metadata") or {}).get("labels") or {}
+        wanted = labels.get(MIG_CONFIG_LABEL)
+        if wanted is None or wanted == current.get(MIG_CONFIG_LABEL):
+            self.client.patch("Node", node, {"metadata": {"labels": dict(labels)}})
+            self._changed()
+            return []
+        agent = self._agent_for(node)
+        sn = agent.node(node)
+        # What the MIG manager will find, judged first by the shared model: a refusal or an
+        # invalid config is the same one line as on the sim, and nothing is labelled.
+        dry = reconfigure(replace(sn.node, labels=dict(current)), wanted,
+                          pods_holding=self._gpu_holders(node), evict=evict)
+        if dry.state == "failed":
+            raise GpuLabError(reconfigure_failure(node, wanted, dry.message))
+        if not sn.has_plugin:
+            raise self._unsupported("label_node", f"{node} runs no device plugin for a MIG manager "
+                                    f"to restart ({sn.static_reason})")
+        runs, _ = agent.mig_runs(node)
+        agent.allow_mig_eviction(node, wanted if evict else None)
+        try:
+            self.client.patch("Node", node, {"metadata": {"labels": dict(labels)}})
+            # the manager labels the state before it counts the run
+            self._wait(lambda: agent.mig_runs(node)[0] > runs,
+                       f"the MIG manager of {node} to set {MIG_STATE_LABEL}=success")
+        finally:
+            agent.allow_mig_eviction(node, None)
+        outcome = agent.mig_runs(node)[1]
+        assert outcome is not None  # a run ended
+        if outcome.state != "success":
+            raise GpuLabError(reconfigure_failure(node, wanted, outcome.message))
         self._changed()
-        return []
+        return list(outcome.evicted)
+
+    def _gpu_holders(self, node: str) -> list[str]:
+        """namespace/name of the running pods that hold devices of ``node`` (sorted)."""
+        return sorted(f"{p['metadata'].get('namespace', 'default')}/{p['metadata']['name']}"
+                      for p in self.client.list("Pod", field_selector=f"spec.nodeName={node}")["items"]
+                      if (p.get("status") or {}).get("phase") == "Running"
+                      and pod_row(p).devices)
 
     def cordon(self, node: str, unschedulable: bool = True) -> None:
         """``kubectl cordon`` (``uncordon`` with False): the real scheduler stops placing pods there."""
