@@ -15,6 +15,7 @@ Scenario files live in ``tests/fidelity/scenarios``; an optional header document
 
 from __future__ import annotations
 
+import re
 from collections import Counter, deque
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -24,6 +25,7 @@ from typing import Any
 import yaml
 
 from .backends.base import Session
+from .errors import GpuLabError
 from .model.names import TERMINAL_PHASES
 from .model.scenario import load_documents, parse_scenario
 from .sim import scheduler
@@ -56,6 +58,8 @@ class Outcome:
     messages: dict[str, set[str]]  # group -> pending messages
     scores: dict[str, Counter] = field(default_factory=dict)  # group -> its pods' score tables
     preempted: Counter = field(default_factory=Counter)  # group -> pods the scheduler preempted
+    # creations the API server refused (quota, LimitRange): (group, message), an apply's or a controller's
+    refused: set[tuple[str, str]] = field(default_factory=set)
 
     def usage_multiset(self) -> Counter:
         return Counter(self.usage.values())
@@ -90,7 +94,24 @@ def preemption_victims(session: Session) -> set[tuple[str, str]]:
             if e.get("reason") == "Preempted" and (e.get("involvedObject") or {}).get("kind") == "Pod"}
 
 
-def outcome(session: Session, workloads: list[str], victims_before: set | frozenset = frozenset()) -> Outcome:
+def failed_creates(session: Session) -> set[tuple[str, str, str]]:
+    """(id, owner name, message) of every FailedCreate a controller reported in this session
+    (a real backend's events outlive reset: compare with a set taken before)."""
+    client = getattr(session, "client", None)
+    if client is None:
+        sim = session._sim  # type: ignore[attr-defined]
+        return {(str(i), name, msg) for i, (_, _, name, msg) in enumerate(sim.apiserver.policies.failed_creates)}
+    return {(e["metadata"].get("uid", ""), (e.get("involvedObject") or {}).get("name", ""), e.get("message", ""))
+            for e in client.list("Event")["items"] if e.get("reason") == "FailedCreate"}
+
+
+def _refusal(message: str, workloads: list[str]) -> str:
+    """A refusal with the refused pod's generated name replaced by its group."""
+    return re.sub(r'pods "([^"]+)"', lambda m: f'pods "{group_of(m[1], workloads)}"', message)
+
+
+def outcome(session: Session, workloads: list[str], victims_before: set | frozenset = frozenset(),
+            refused: set | frozenset = frozenset(), creates_before: set | frozenset = frozenset()) -> Outcome:
     pods = session.pods()
     pending: Counter = Counter()
     messages: dict[str, set[str]] = {}
@@ -104,7 +125,9 @@ def outcome(session: Session, workloads: list[str], victims_before: set | frozen
         usage[n["name"]] = tuple(sorted((k, str(v)) for k, v in req.items()
                                         if (k in COMPARED_RESOURCES or k.startswith("nvidia.com/")) and str(v) != "0"))
     preempted = Counter(group_of(name, workloads) for key, name in preemption_victims(session) - victims_before)
-    return Outcome(pending, usage, messages, score_tables(session, pods, workloads), preempted)
+    refusals = {(g, _refusal(m, workloads)) for g, m in refused} | {
+        (group_of(owner, workloads), _refusal(m, workloads)) for _, owner, m in failed_creates(session) - creates_before}
+    return Outcome(pending, usage, messages, score_tables(session, pods, workloads), preempted, refusals)
 
 
 def score_tables(session: Session, pods, workloads: list[str]) -> dict[str, Counter]:
@@ -163,7 +186,8 @@ def replaying(choices: dict[str, deque], workloads: list[str]):
 
 
 def run_case(case: Case, session: Session) -> Outcome:
-    before = preemption_victims(session)
+    before, creates_before = preemption_victims(session), failed_creates(session)
+    refused: set[tuple[str, str]] = set()
     session.apply(case.documents)
     session.schedule()
     for action in case.actions:
@@ -172,7 +196,10 @@ def run_case(case: Case, session: Session) -> Outcome:
         elif "restartPlugin" in action:
             session.restart_plugin(action["restartPlugin"])
         elif "apply" in action:
-            session.apply(action["apply"])
+            try:
+                session.apply(action["apply"])
+            except GpuLabError as err:  # refused in the API server's words (quota, LimitRange)
+                refused.add(("apply", str(err)))
         elif "advance" in action:  # seconds, or null: until the last timed pod ends
             session.advance(action["advance"])
         elif "delete" in action:
@@ -185,7 +212,7 @@ def run_case(case: Case, session: Session) -> Outcome:
         else:
             raise ValueError(f"unknown fidelity action {sorted(action)}")
         session.schedule()
-    return outcome(session, workloads_of(case), before)
+    return outcome(session, workloads_of(case), before, refused, creates_before)
 
 
 def mirror_documents(client, namespace: str) -> list[dict]:
@@ -233,6 +260,8 @@ def differences(case: Case, sim: Outcome, real: Outcome) -> list[str]:
         out.append(f"pending differs: sim {dict(sim.pending)} vs real {dict(real.pending)}")
     if sim.preempted != real.preempted:
         out.append(f"preempted differs: sim {dict(sim.preempted)} vs real {dict(real.preempted)}")
+    if sim.refused != real.refused:
+        out.append(f"refused creations differ: sim {sorted(sim.refused)} vs real {sorted(real.refused)}")
     if case.exact:
         if sim.usage != real.usage:
             out.append(f"node usage differs: sim {sim.usage} vs real {real.usage}")

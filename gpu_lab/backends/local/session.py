@@ -37,7 +37,7 @@ from ..apiobjects import condition, node_rows, pod_row
 from ..base import Session, Source
 from ..tables import NodeRow, PodRow
 from ..waiting import wait_settled
-from . import draobjects, jobtable, kueueobjects, podsets, schedulerlog
+from . import draobjects, jobtable, kueueobjects, podsets, policyobjects, schedulerlog
 from .cluster import LocalCluster
 from .components import SCHEDULER
 from .kueue import enabled as kueue_enabled
@@ -112,6 +112,8 @@ class LocalSession(Session):
         dra_docs = sorted((d for d in docs if draobjects.is_dra(d)), key=draobjects.order)
         docs = [d for d in docs if not draobjects.is_dra(d)]
         sc = parse_scenario(docs, known_priority_classes=self._priority_classes())  # same checks as sim
+        # LimitRanger and ResourceQuota judged by the shared model first (policyobjects.py)
+        policyobjects.admit(self.client, sc, [d for d in docs if not kueueobjects.is_kueue(d)], self._wait)
         # kueue.x-k8s.io objects: created as they are where Kueue runs, refused where it does not
         kueue_docs = kueueobjects.check(self.cluster, sc.kueue)
         docs = [d for d in docs if not kueueobjects.is_kueue(d)]
@@ -135,7 +137,13 @@ class LocalSession(Session):
         first = sorted((d for d in docs if d.get("kind") in order), key=lambda d: order[d["kind"]])
         rest = batch.creation_order([d for d in docs if d.get("kind") not in order], sc.pods)
         # DRA and Kueue objects after their namespaces, before the pods and Jobs that use them
+        policies_synced = False
         for doc in first + dra_docs + kueue_docs + rest:
+            if doc.get("kind") in batch.POD_MAKERS and not policies_synced:
+                policies_synced = True  # quota, PDB and LimitRange status caught up (policyobjects.py)
+                self._wait(lambda: policyobjects.synced(self.client), "the quota and disruption controllers")
+                self._wait(lambda ns={r.namespace for r in sc.limit_ranges}:
+                           policyobjects.limit_ranges_applied(self.client, ns), "LimitRanger")
             if draobjects.is_dra(doc):
                 ns = draobjects.namespace_of(doc)
                 created = self._create(doc, ns)
@@ -152,7 +160,8 @@ class LocalSession(Session):
                     self._wait(lambda: kueueobjects.seen(self.client, kueue_docs), "Kueue's queues")
                 continue
             kind = doc.get("kind")
-            if kind in ("Namespace", "PriorityClass", "Workload", "PodGroup", "Service") or kind in batch.POD_MAKERS:
+            if kind in ("Namespace", "PriorityClass", "Workload", "PodGroup", "Service", *policyobjects.KINDS) \
+                    or kind in batch.POD_MAKERS:
                 ns = None if kind in _CLUSTER_SCOPED else (doc.get("metadata") or {}).get("namespace", "default")
                 if kind == "Job" and (ns, (doc.get("metadata") or {}).get("name")) in held:
                     # suspended: its pods come once Kueue admits it (schedule waits)
@@ -519,6 +528,7 @@ class LocalSession(Session):
                 self.client.delete("PriorityClass", pc["metadata"]["name"], missing_ok=True)
         self._delete_kueue_objects()
         draobjects.delete_all(self.client)
+        policyobjects.delete_all(self.client)
         for ns in ns_names:
             if ns not in SYSTEM_NAMESPACES | ADDON_NAMESPACES:
                 self.client.delete("Namespace", ns, missing_ok=True)
@@ -527,7 +537,8 @@ class LocalSession(Session):
         # A namespace being deleted still exists: the next apply of the same one would fail.
         self._wait(lambda: not self._user_pods() and not self.client.list("Node")["items"]
                    and not self._pod_groups_left() and not self._user_namespaces()
-                   and not draobjects.left(self.client) and not kueueobjects.left(self.client),
+                   and not draobjects.left(self.client) and not kueueobjects.left(self.client)
+                   and not policyobjects.left(self.client),
                    "the lab to empty")
         self.agents, self._created = [], []
         self._kueue_jobs.reset()
