@@ -51,8 +51,14 @@ def test_relabel_repartitions_and_refuses_while_gpus_are_held():
     assert evicted == ["default/small"]
     node = lab.nodes().set_index("name").loc["a100-0"]
     assert node["nvidia.com/mig-1g.5gb allocatable"] == 7
-    # resources the plugin no longer serves stay on the node at 0
+    # resources the plugin no longer serves: allocatable 0 at once, capacity for the
+    # kubelet's grace period, then 0 (kept on the node, not deleted)
     assert node["nvidia.com/mig-3g.20gb allocatable"] == 0
+    assert node["nvidia.com/mig-3g.20gb capacity"] == 1  # all-balanced: one 3g per GPU
+    lab.advance(301)
+    node = lab.nodes().set_index("name").loc["a100-0"]
+    assert (node["nvidia.com/mig-3g.20gb capacity"], node["nvidia.com/mig-3g.20gb allocatable"]) == (0, 0)
+    assert node["nvidia.com/mig-1g.5gb capacity"] == 7
     assert lab._sim.cluster.snapshot.nodes[0].labels["nvidia.com/mig.config.state"] == "success"
     lab.apply(pod("again", "nvidia.com/mig-1g.5gb"))
     assert lab.schedule().set_index("name").loc["again", "phase"] == "Running"

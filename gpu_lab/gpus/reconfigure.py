@@ -23,10 +23,12 @@ GPUs, ``nvidia-mig-parted apply`` fails (the GPU is in use) and the state ends
 ``failed``. gpu-lab refuses up front instead, naming the pods, unless the
 caller asks for them to be evicted (what an operator does by draining first).
 
-After the change the kubelet keeps resource names the plugin no longer serves
-in capacity and allocatable at 0 (NVIDIA k8s-device-plugin issue #214), so a
-switch from mixed ``nvidia.com/mig-1g.10gb`` to ``all-disabled`` leaves
-``nvidia.com/mig-1g.10gb: 0`` behind.
+After the change the kubelet keeps resource names the plugin no longer serves:
+allocatable 0 at once, capacity for its 5-minute grace period (the stopped
+endpoint, which the caller's device manager models), then 0 for good (NVIDIA
+k8s-device-plugin issue #214), so a switch from mixed ``nvidia.com/mig-1g.10gb``
+to ``all-disabled`` leaves ``nvidia.com/mig-1g.10gb: 0`` behind. The node
+returned here already carries those names at 0.
 
 ``reconfigure`` is a pure function: it returns a new ``Node`` and never
 touches the one given. It works on nodes made by a ``NodePool`` (their pool

@@ -70,6 +70,23 @@ class Kubelets:
         self.devices[node.name] = DeviceManager(advertised_devices(node), clock=lambda: self.cluster.now)
         self._plugin_configs.pop(node.name, None)
 
+    def replug(self, node: Node) -> None:
+        """The MIG manager restarted the node's plugin on a new layout. As on a real kubelet the
+        old endpoints stop first, so a name the new layout no longer serves keeps its capacity
+        with allocatable 0 for the grace period, then drops to 0 (``GetCapacity``); the new
+        plugin registers what it serves now."""
+        dm = self.devices.get(node.name)
+        if dm is None:
+            self.start(node)
+            return
+        for resource in list(dm.devices):
+            dm.endpoint_stopped(resource)
+        for resource, ids in advertised_devices(node).items():
+            dm.register(resource, None)
+            dm.update_devices(resource, ids)
+        self._plugin_configs.pop(node.name, None)
+        self.sync_status(node.name)
+
     def stop(self, name: str) -> None:
         self.devices.pop(name, None)
         self._plugin_configs.pop(name, None)

@@ -64,10 +64,11 @@ class Nodes:
                 self.binder.end(c.records[key], "Failed", "Evicted", eviction_message(node, wanted))
                 evicted.append(key)
             current = result.node
-            self.kubelets.start(current)
+            c.nodes[node] = current
+            self.kubelets.replug(current)
         new_labels = dict(current.labels)
         for k, v in labels.items():
-            if k == MIG_CONFIG_LABEL:
+            if k == MIG_CONFIG_LABEL and v is not None:  # set by reconfigure; removing it changes no layout
                 continue
             if v is None:
                 new_labels.pop(k, None)
