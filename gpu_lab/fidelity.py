@@ -29,6 +29,7 @@ from .errors import GpuLabError
 from .model.names import TERMINAL_PHASES
 from .model.scenario import load_documents, parse_scenario
 from .sim import scheduler
+from .sim.plugins.defaultpreemption import FOUND, preemption_tie_break
 
 CASE_KIND = "FidelityCase"
 COMPARED_RESOURCES = ("cpu", "memory", "pods")
@@ -156,33 +157,76 @@ def workloads_of(case: Case) -> list[str]:
     return _groups(case.documents + [d for a in case.actions for d in _docs(a.get("apply"))])
 
 
-def real_choices(session: Session, workloads: list[str]) -> dict[str, deque]:
-    """group -> the nodes the real scheduler chose, in order, at each attempt where it
-    scored more than one node (None where that attempt did not bind)."""
-    out: dict[str, deque] = {}
+@dataclass
+class RealChoices:
+    """Where the real scheduler broke a tie, per group (workload), in order: the node it
+    took at each attempt where it scored more than one node (None where that attempt did
+    not bind), and the node it nominated at each preemption."""
+
+    nodes: dict[str, deque] = field(default_factory=dict)
+    preemptions: dict[str, deque] = field(default_factory=dict)
+
+
+#: the real scheduler's PostFilter message when it preempts (framework/preemption, SelectCandidate)
+_PREEMPTED_ON = re.compile(re.escape(FOUND.split("{}")[0]) + r"(\S+), preempting")
+
+
+def real_choices(session: Session, workloads: list[str]) -> RealChoices:
+    """What the real scheduler chose at each point where the sim may find a tie, read from
+    its log (``_scheduling_history``)."""
+    out = RealChoices()
     for a in session._scheduling_history():  # type: ignore[attr-defined]
+        group = group_of(a.pod.split("/", 1)[1], workloads)
         if len(a.scores) > 1:
-            out.setdefault(group_of(a.pod.split("/", 1)[1], workloads), deque()).append(a.node)
+            out.nodes.setdefault(group, deque()).append(a.node)
+        m = _PREEMPTED_ON.search(a.error or "")
+        if m:
+            out.preemptions.setdefault(group, deque()).append(m.group(1))
     return out
 
 
+class ReplayMismatch(AssertionError):
+    """The real scheduler preempted on a node the sim does not count among its equally good
+    candidates: a difference in how candidates are ranked, not a tie."""
+
+
 @contextmanager
-def replaying(choices: dict[str, deque], workloads: list[str]):
-    """Run the sim taking, at each selectHost, the node the real scheduler took at the same
-    point of the same workload when that node is among the sim's best: the comparison then
-    follows one tie-break history instead of failing on a coin toss. A node that is not
-    among the sim's best is not taken, so a scoring difference still shows."""
-    queues = {g: deque(q) for g, q in choices.items()}
+def replaying(choices: RealChoices, workloads: list[str]):
+    """Run the sim following the real scheduler wherever both see a tie, so the comparison
+    follows one tie-break history instead of failing on a coin toss:
+
+    - at each selectHost, the node the real scheduler took at the same point of the same
+      workload, when it is among the sim's best totals (a node that is not is not taken, so
+      a scoring difference still shows);
+    - at each preemption, the node the real scheduler nominated at the same point of the
+      same workload, when it is among the candidates the sim finds equal on every criterion
+      of pickOneNodeForPreemption (kube-scheduler then takes the first of a Go map's
+      iteration: random). One that is not is a difference: ``ReplayMismatch`` on exit."""
+    queues = {g: deque(q) for g, q in choices.nodes.items()}
+    preemptions = {g: deque(q) for g, q in choices.preemptions.items()}
+    mismatches: list[str] = []
 
     def choose(pod, best: list[str]) -> str | None:
         q = queues.get(group_of(pod.name, workloads))
         return q.popleft() if q else None
 
+    def choose_victims_node(pod, tied: list[str]) -> str | None:
+        q = preemptions.get(group_of(pod.name, workloads))
+        chosen = q.popleft() if q else None
+        if chosen is not None and chosen not in tied:
+            mismatches.append(f"{pod.key}: the real scheduler preempted on {chosen}; the sim's equally "
+                              f"good candidates were {tied}")
+        return chosen
+
     token = scheduler.tie_break.set(choose)
+    ptoken = preemption_tie_break.set(choose_victims_node)
     try:
         yield
     finally:
+        preemption_tie_break.reset(ptoken)
         scheduler.tie_break.reset(token)
+    if mismatches:
+        raise ReplayMismatch("preemption node differs:\n  " + "\n  ".join(mismatches))
 
 
 def run_case(case: Case, session: Session) -> Outcome:

@@ -15,7 +15,7 @@ from pathlib import Path
 import yaml
 
 from ..backends.base import Session
-from ..fidelity import differences, real_choices, replaying, run_case, workloads_of
+from ..fidelity import ReplayMismatch, differences, real_choices, replaying, run_case, workloads_of
 from .generate import documents, scenario
 
 KNOWN = Path(__file__).with_name("known_differences.yaml")
@@ -74,16 +74,20 @@ def run_seed(seed: int, real: Session, known: list[Known] | None = None) -> Resu
     known = known_differences() if known is None else known
     case = scenario(seed)
     result = Result(seed)
+    mismatch: list[str] = []
     try:
         real.reset()
         got = run_case(case, real)
         workloads = workloads_of(case)
-        with replaying(real_choices(real, workloads), workloads):
-            model = run_case(case, connect("sim", seed=0))
+        try:
+            with replaying(real_choices(real, workloads), workloads):
+                model = run_case(case, connect("sim", seed=0))
+        except ReplayMismatch as err:  # raised once the run is over: its outcome is compared too
+            mismatch = [str(err)]
     except Exception as err:  # noqa: BLE001 - reported per seed, the run goes on
         found = [f"error: {type(err).__name__}: {err}"]
     else:
-        found = differences(case, model, got)
+        found = mismatch + differences(case, model, got)
     text = scenario_text(seed)
     for d in found:
         cause = next((k for k in known if k.excuses(d, text)), None)

@@ -90,6 +90,7 @@ class ApiServer:
             c.scheduler_config_raw = sc.scheduler_config
             new_scheduler.nominated = c.scheduler.nominated
             new_scheduler.disruption_budgets = c.scheduler.disruption_budgets
+            new_scheduler.started = c.scheduler.started
             new_scheduler.pod_groups = c.scheduler.pod_groups  # members waiting at Permit
             c.scheduler = new_scheduler
             self._sim.predicate_checker.forget()  # verdicts of the old configuration

@@ -70,6 +70,7 @@ class Binder:
                 rec.container_devices.setdefault(container, {}).setdefault(key, []).extend(ids)
                 rec.devices.setdefault(key, []).extend(ids)
         rec.start_time = c.now
+        c.scheduler.started[pod.key] = c.now
         c.running_on.setdefault(node, {})[pod.key] = pod
         c.pending.pop(pod.key, None)
         c.gpus_allocated += pod_gpus(pod)
@@ -148,6 +149,7 @@ class Binder:
             c.generation += 1
             c.wakeups += 1  # a pod left a node: room, spread and anti-affinity may change
             self.controllers.pod_stopped(rec)
+        c.scheduler.started.pop(rec.pod.key, None)
         c.pending.pop(rec.pod.key, None)
         if rec.end_time is None or rec.phase in ("Pending", "Running"):
             rec.end_time = c.now

@@ -33,12 +33,15 @@ class ActiveQueue:
     The pass ends when activeQ is empty, or after a budget of pops (a pod moved back and
     forth by preemption cannot loop for ever)."""
 
-    def __init__(self, recs: list[PodRecord]) -> None:
+    def __init__(self, recs: list[PodRecord], waiting: list[PodRecord] = ()) -> None:  # type: ignore[assignment]
         self._heap = [(-r.pod.priority, r.pod.created, r.pod.key) for r in recs]
         heapq.heapify(self._heap)
-        self._budget = 20 * (len(self._heap) + 10)
-        self._unschedulable: list[PodRecord] = []
-        self._waiting_on_pods: list[PodRecord] = []  # those a newly bound pod may help
+        self._budget = 20 * (len(self._heap) + len(waiting) + 10)
+        # ``waiting``: pods still unschedulable from earlier passes (no event since has
+        # helped them); the events of this pass move them as they move its own failures
+        self._unschedulable: list[PodRecord] = list(waiting)
+        self._waiting_on_pods: list[PodRecord] = [
+            r for r in waiting if r.unschedulable_plugins & hints.ASSIGNED_POD_ADD]  # a bound pod may help
 
     def pop(self) -> str | None:
         """The next pod's key, or None when the pass is over."""

@@ -186,6 +186,9 @@ class Scheduler:
         self.deterministic = deterministic
         self.next_start_node_index = 0
         self.nominated: dict[str, tuple[Pod, int]] = {}  # pod key -> (pod, node index)
+        # pod key -> when the kubelet started it (status.startTime; the binder keeps it):
+        # pickOneNodeForPreemption's last criterion compares the victims' start times
+        self.started: dict[str, float] = {}
         # every PodDisruptionBudget with its disruptionsAllowed, as preemption reads them (sim/policies.py)
         self.disruption_budgets: Callable[[], list] = list
         self.cache = CycleCache(snapshot)  # kept only for speed (cache.py)

@@ -25,11 +25,17 @@ class SchedulingLoop:
     def run(self) -> None:
         """One pass over the queue: every pending pod gets its cycle (more than one when room is made)."""
         c, queue = self.cluster, self.queue
-        pending = [r for r in queue.pending() if queue.worth_trying(r) and not queue.dra_gated(r)]
+        pending, waiting = [], []
+        for r in queue.pending():
+            if not queue.worth_trying(r):
+                waiting.append(r)  # in unschedulablePods: an event of this pass may move it
+            elif not queue.dra_gated(r):
+                pending.append(r)
         gangs = queue.pod_group_queue(pending)  # None: no pod names a PodGroup (the usual case)
         if gangs is not None:
             pending = [r for r in pending if r.pod.key not in gangs.gated]
-        active = ActiveQueue(pending)
+            waiting = []  # a gang's members are kept whole (worth_trying): none wait here
+        active = ActiveQueue(pending, waiting)
         while (key := active.pop()) is not None:
             rec = c.records[key]
             if rec.phase != "Pending" or rec.node is not None:

@@ -41,8 +41,9 @@ plugin's handle offers one: the dry run starts at offset 0 (Kubernetes picks
 ``handle.deterministic`` is false; candidates are compared in dry-run order
 (Kubernetes iterates a map, so its final tie-break is effectively random); the
 dry run is sequential where Kubernetes runs 16 goroutines, so it stops at
-exactly the candidate count. A pod's start time is its creation order
-(``Pod.created``; larger = later).
+exactly the candidate count. A victim's start time is when the simulator's kubelet
+started it, in whole seconds as the API keeps it; candidates still equal are broken by
+creation order (``Pod.created``; larger = later) where Kubernetes' is random.
 
 Messages are kube-scheduler's: success gives "preemption: found a potential
 placement for pod on node <node>, preempting <n> victims" (appended to the
@@ -60,7 +61,8 @@ spares the Filter run for reprieves that cannot fit.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from contextvars import ContextVar
 from typing import Any
 
 import numpy as np
@@ -85,6 +87,14 @@ NOT_ELIGIBLE_TERMINATING = "not eligible due to a terminating pod on the nominat
 NO_VICTIMS = "No preemption victims found for incoming pod"
 NOT_HELPFUL = "Preemption is not helpful for scheduling"
 FOUND = "found a potential placement for pod on node {}, preempting {} victims"
+
+#: Replays another scheduler's choice among preemption candidates it cannot tell apart:
+#: called at every successful pick with the preemptor and the names of the equally good
+#: candidate nodes, it returns the node to take (None, or a node not among them: the
+#: simulator's own pick). The differential harness (fidelity.py) follows the real
+#: kube-scheduler with it, as ``scheduler.tie_break`` does for equal scores.
+preemption_tie_break: ContextVar[Callable[[Pod, list[str]], str | None] | None] = ContextVar(
+    "preemption_tie_break", default=None)
 MAX_INT32 = 2**31 - 1
 
 DEFAULT_MIN_CANDIDATE_NODES_PERCENTAGE = 10
@@ -279,12 +289,16 @@ class DefaultPreemption(Plugin):
             snap.pods_on[i] = saved
 
     @staticmethod
-    def pick_one(candidates: list[tuple[int, list[Pod]]], violations: Sequence[int] = ()) -> int:
-        """``pickOneNodeForPreemption`` with the default score functions; returns a candidate index."""
+    def best_candidates(candidates: list[tuple[int, list[Pod]]], started: dict[str, float] | None = None,
+                        violations: Sequence[int] = ()) -> list[int]:
+        """The candidates ``pickOneNodeForPreemption``'s score functions cannot tell apart
+        (indexes, in candidate order). A victim's start time counts in whole seconds, as the
+        API server keeps ``status.startTime`` (``started``: pod key -> start; absent, 0)."""
+        started = started or {}
 
         def highest_start(victims: list[Pod]) -> int:  # GetEarliestPodStartTime
             top = max(p.priority for p in victims)
-            return min(p.created for p in victims if p.priority == top)
+            return min(int(started.get(p.key, 0.0)) for p in victims if p.priority == top)
 
         funcs = [
             lambda v: -v[0].priority,
@@ -300,7 +314,23 @@ class DefaultPreemption(Plugin):
             alive = [c for c, s in zip(alive, scores, strict=True) if s == best]
             if len(alive) == 1:
                 break
-        return alive[0]
+        return alive
+
+    @staticmethod
+    def pick_one(candidates: list[tuple[int, list[Pod]]], started: dict[str, float] | None = None,
+                 violations: Sequence[int] = ()) -> int:
+        """``pickOneNodeForPreemption`` with the default score functions; returns a candidate
+        index. Among candidates still equal, kube-scheduler takes the first of a Go map's
+        iteration (random); the simulator takes the one whose most important victims were
+        created last (the earlier one on a tie), so it is repeatable."""
+        tied = DefaultPreemption.best_candidates(candidates, started, violations)
+
+        def created(c: int) -> int:
+            victims = candidates[c][1]
+            top = max(p.priority for p in victims)
+            return min(p.created for p in victims if p.priority == top)
+
+        return max(tied, key=lambda c: (created(c), -c))
 
     # ----------------------------------------------------------- the phase
     def post_filter(self, ctx: CycleContext, diagnosis: Diagnosis) -> PostFilterResult:
@@ -374,8 +404,16 @@ class DefaultPreemption(Plugin):
             # Kubernetes returns a PostFilterResult nominating "": it clears the pod's nomination.
             return self._result(None, [], Status(UNSCHEDULABLE, ("preemption: " + text,), self.name), "Override")
 
-        c = candidates[self.pick_one(candidates, violations)] if len(candidates) > 1 else candidates[0]
-        node, victims = c
+        started = getattr(self.handle, "started", None)
+        pick = self.pick_one(candidates, started, violations) if len(candidates) > 1 else 0
+        replay = preemption_tie_break.get()
+        if replay is not None:  # told at every pick, so it can follow along pick by pick
+            tied = self.best_candidates(candidates, started, violations)
+            names = [snap.nodes[candidates[t][0]].name for t in tied]
+            chosen = replay(pod, names)
+            if chosen in names:
+                pick = tied[names.index(chosen)]
+        node, victims = candidates[pick]
         text = FOUND.format(snap.nodes[node].name, len(victims))
         return self._result(node, victims, Status(SUCCESS, ("preemption: " + text,), self.name), "Override")
 
