@@ -60,13 +60,11 @@ def parse_limit_range(doc: dict) -> LimitRange:
             raise GpuLabError(f'LimitRange "{name}": {path}.maxLimitRequestRatio is not supported by gpu-lab '
                               "(default, defaultRequest, min and max are)")
         parsed = {f: dict(item.get(f) or {}) for f in FIELDS}
-        bad = len(errs)
-        for f, values in parsed.items():
-            for res, q in values.items():
-                errs += v.validate_quantity_value(str(res), q, f"{path}.{f}[{res}]")
+        for values in parsed.values():  # a malformed quantity is a decode error; a negative one passes
+            for q in values.values():
+                v.parse(q)
         parsed = _defaulted(parsed)
-        if len(errs) == bad:
-            _check_item(parsed, path, errs)
+        _check_item(parsed, path, errs)
         items.append(parsed)
     if errs:
         raise InvalidObject(KIND, name, v.dedupe(errs))

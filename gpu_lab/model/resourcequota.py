@@ -31,6 +31,8 @@ POD_RESOURCES = ("count/pods", "cpu", "memory", "ephemeral-storage", "requests.c
 #: IsStandardQuotaResourceName's other names: valid, but they count objects gpu-lab does not quota
 OTHER_STANDARD = ("requests.storage", "resourcequotas", "services", "replicationcontrollers", "secrets",
                   "persistentvolumeclaims", "configmaps", "services.nodeports", "services.loadbalancers")
+#: IsStandardResourceName's names (count/pods is qualified)
+STANDARD_RESOURCES = (set(POD_RESOURCES) - {"count/pods"}) | set(OTHER_STANDARD) | {"storage"}
 #: ``ValidateResourceQuotaResourceName``'s message
 INVALID_RESOURCE = "must be a standard resource for quota"
 #: quota on cpu or memory makes every container state it (the evaluator's Constraints)
@@ -80,8 +82,13 @@ def parse_resource_quota(doc: dict) -> ResourceQuota:
     hard: dict[str, int] = {}
     for res, q in sorted(hard_raw.items(), key=lambda kv: str(kv[0])):
         res, path = str(res), f"spec.hard[{res}]"
+        named = [v.invalid(path, res, m) for m in v.is_qualified_name(res)]  # ValidateResourceQuotaResourceName
+        if not named and "/" not in res and res not in STANDARD_RESOURCES and not _is_hugepages(res):
+            named.append(v.invalid(path, res, "must be a standard resource type or fully qualified"))
         if "/" not in res and res not in POD_RESOURCES and res not in OTHER_STANDARD and not _is_hugepages(res):
-            errs.append(v.invalid(path, res, INVALID_RESOURCE))
+            named.append(v.invalid(path, res, INVALID_RESOURCE))
+        if named:
+            errs += named + v.validate_quantity_value(res, q, path)
             continue
         if res in OTHER_STANDARD or (res.startswith("count/") and res != "count/pods"):
             raise GpuLabError(f'ResourceQuota "{name}": {path}: {UNSUPPORTED}')

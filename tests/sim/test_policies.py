@@ -291,7 +291,8 @@ def test_limit_range_max_refuses_in_limit_rangers_words():
      'PodDisruptionBudget.policy "b" is invalid: spec.maxUnavailable: Invalid value: -1: must be greater than or '
      "equal to 0"),
     ({"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "q"}, "spec": {"hard": {"gpus": 2}}},
-     'ResourceQuota "q" is invalid: spec.hard[gpus]: Invalid value: "gpus": must be a standard resource for quota'),
+     'ResourceQuota "q" is invalid: [spec.hard[gpus]: Invalid value: "gpus": must be a standard resource type or '
+     'fully qualified, spec.hard[gpus]: Invalid value: "gpus": must be a standard resource for quota]'),
     ({"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "q"},
       "spec": {"hard": {"requests.nvidia.com/gpu": "-1"}}},
      'ResourceQuota "q" is invalid: spec.hard[requests.nvidia.com/gpu]: Invalid value: "-1": must be greater than '
