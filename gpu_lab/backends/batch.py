@@ -31,3 +31,11 @@ def creation_order(docs: list[dict], pods: list) -> list[dict]:
     makers = sorted((d for d in docs if d.get("kind") in POD_MAKERS),
                     key=lambda d: -max((p.priority for p in pods_of(d, pods)), default=0))
     return others + makers
+
+
+def pods_in_order(docs: list[dict], pods: list) -> list:
+    """``pods`` in the order the batch creates them (the order admission, quota included,
+    sees them): each pod maker's in ``creation_order``, then any no document here names."""
+    ordered = [p for d in creation_order(docs, pods) for p in pods_of(d, pods)]
+    seen = {p.key for p in ordered}
+    return ordered + [p for p in pods if p.key not in seen]

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..backends.base import collector_paused
-from ..backends.batch import creation_order, pods_of
+from ..backends.batch import pods_in_order
 from ..errors import GpuLabError
 from ..model.duration import DURATION_ANNOTATION, parse_duration
 from ..model.objects import Pod
@@ -137,10 +137,7 @@ class ApiServer:
         for i, record in enumerate(sc.workloads):
             if at_of[("workload", i)] > now:
                 keys -= {f"{record['namespace']}/{n}" for n in record["pods"]}
-        ordered = [p for d in creation_order(sc.documents, sc.pods) for p in pods_of(d, sc.pods)]
-        seen = {p.key for p in ordered}
-        ordered += [p for p in sc.pods if p.key not in seen]
-        return [p for p in ordered if p.key in keys]
+        return [p for p in pods_in_order(sc.documents, sc.pods) if p.key in keys]
 
     def _take_admitted(self, sc, admitted: dict) -> None:
         """The apply's pods as admission made them (LimitRange defaults); a controller's pod

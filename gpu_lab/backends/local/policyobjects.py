@@ -85,9 +85,7 @@ def admit(client: KubeClient, sc, docs: list[dict], wait: Callable[[Callable[[],
         used[(q.namespace, q.name)] = used_by(q, pods)
     ledger = Ledger(quotas + list(sc.resource_quotas), used)
     refused: set[str] = set()
-    order = [p for d in batch.creation_order(docs, sc.pods) for p in batch.pods_of(d, sc.pods)]
-    seen = {p.key for p in order}
-    for p in order + [p for p in sc.pods if p.key not in seen]:
+    for p in batch.pods_in_order(docs, sc.pods):
         try:
             ledger.admit(limit_range_admit(p, ranges))
         except Forbidden as err:
