@@ -25,6 +25,7 @@ def parse_service(raw: dict) -> dict[str, Any]:
     meta["namespace"] = meta.get("namespace") or "default"
     spec = raw["spec"] if isinstance(raw.get("spec"), dict) else {}
     name = name_raw if isinstance(name_raw := meta.get("name"), str) else ""
+    _check_decodes(spec)
     kind = spec.get("type") or "ClusterIP"
     headless = spec.get("clusterIP") == "None"
     errs = v.validate_object_meta(meta, name_check=v.is_dns1123_label)
@@ -55,6 +56,21 @@ def parse_service(raw: dict) -> dict[str, Any]:
             # an empty selector is dropped when stored (omitempty): it selects nothing, as none does
             "selector": {str(k): str(val) for k, val in selector.items()} if isinstance(selector, dict)
             and selector else None}
+
+
+def _check_decodes(spec: dict) -> None:
+    """Values that do not decode into the Go types are refused before validation."""
+    ports = spec.get("ports")
+    for p in ports if isinstance(ports, list) else []:
+        port = p.get("port") if isinstance(p, dict) else None
+        if port is not None and (isinstance(port, bool) or not isinstance(port, int) or not -(2**31) <= port < 2**31):
+            raise GpuLabError(v.decode_error("Service", "ServicePort.spec.ports.port", port, "int32"))
+    selector = spec.get("selector")
+    if selector is not None and not isinstance(selector, dict):
+        raise GpuLabError(v.decode_error("Service", "ServiceSpec.spec.selector", selector, "map[string]string"))
+    for val in (selector or {}).values():
+        if not isinstance(val, str):
+            raise GpuLabError(v.decode_error("Service", "ServiceSpec.spec.selector", val, "string"))
 
 
 def _port(p: Any, require_name: bool, names: set[str], path: str) -> list[str]:

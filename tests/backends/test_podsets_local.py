@@ -76,6 +76,38 @@ spec:
   ports: [{name: web, port: 80}, {name: web, port: 70000, targetPort: 0}, {name: x, port: 81, targetPort: Web--}]
   sessionAffinity: Sticky
 """,
+    """
+apiVersion: apps/v1
+kind: StatefulSet
+metadata: {name: db}
+spec:
+  replicas: 2147483648
+  selector: {matchLabels: {app: db}}
+  template: {metadata: {labels: {app: db}}, spec: {containers: [{name: c, image: x}]}}
+""",
+    """
+apiVersion: v1
+kind: Service
+metadata: {name: s}
+spec:
+  ports: [{port: "80"}]
+""",
+    """
+apiVersion: v1
+kind: Service
+metadata: {name: s}
+spec:
+  selector: {app: 1}
+  ports: [{port: 80}]
+""",
+    """
+apiVersion: v1
+kind: Service
+metadata: {name: s}
+spec:
+  type: NodeBalancer
+  ports: [{port: 80, name: HTTP}]
+""",
 ]
 
 
