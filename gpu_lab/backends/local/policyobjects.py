@@ -196,8 +196,10 @@ def limit_ranges_applied(client: KubeClient, namespaces: set[str]) -> bool:
                                  "spec": {"containers": [{"name": "probe", "image": "probe"}]}}
         try:
             made = client.create(probe, namespace=ns, dry_run=True)
-        except ApiError:
-            continue  # refused after LimitRanger ran (quota, or its own min/max): it has the range
+        except ApiError as err:
+            if "serviceaccount" in str(err).lower():
+                return False  # a new namespace's ServiceAccount is not there yet: ask again
+            continue  # refused by LimitRanger's own min/max or by quota, after its defaults
         if ANNOTATION not in ((made.get("metadata") or {}).get("annotations") or {}):
             return False
     return True
