@@ -327,3 +327,79 @@ def test_a_second_object_of_the_same_name_already_exists():
         s.apply(QUOTA)
     with pytest.raises(GpuLabError, match='^namespaces "team" not found$'):
         s.apply(QUOTA.replace("{name: q}", "{name: q, namespace: team}"))
+
+
+GANG_PREEMPTION = """
+apiVersion: gpulab.dev/v1alpha1
+kind: NodePool
+metadata: {name: a100}
+spec:
+  count: 1
+  gpu: {model: A100-SXM4-80GB, count: 2}
+---
+apiVersion: scheduling.k8s.io/v1
+kind: PriorityClass
+metadata: {name: low}
+value: 10
+---
+apiVersion: scheduling.k8s.io/v1
+kind: PriorityClass
+metadata: {name: mid}
+value: 20
+---
+apiVersion: scheduling.k8s.io/v1
+kind: PriorityClass
+metadata: {name: high}
+value: 100
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: train}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: train}}
+  template:
+    metadata: {labels: {app: train}}
+    spec:
+      priorityClassName: low
+      containers: [{name: c, image: x, resources: {limits: {nvidia.com/gpu: 1}}}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: batch}
+spec:
+  priorityClassName: mid
+  containers: [{name: c, image: x, resources: {limits: {nvidia.com/gpu: 1}}}]
+"""
+GANG = """
+apiVersion: scheduling.k8s.io/v1beta1
+kind: PodGroup
+metadata: {name: urgent}
+spec:
+  priorityClassName: high
+  schedulingPolicy: {gang: {minCount: 1}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: urgent}
+spec:
+  priorityClassName: high
+  schedulingGroup: {podGroupName: urgent}
+  containers: [{name: c, image: x, resources: {limits: {nvidia.com/gpu: 1}}}]
+"""
+
+
+@pytest.mark.parametrize(("pdb", "victim"), [(None, "train"), ({"minAvailable": 1}, "batch")])
+def test_pod_group_preemption_reprieves_budget_protected_victims_first(pdb, victim):
+    # PodGroupPostFilter filters victims with FilterVictimsWithPDBViolation too: the spent
+    # budget's pod is put back first, so the more important pod goes instead.
+    s = gpu_lab.connect("sim")
+    s.apply(GANG_PREEMPTION)
+    if pdb is not None:
+        s.apply({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "train"},
+                 "spec": {**pdb, "selector": {"matchLabels": {"app": "train"}}}})
+    s.schedule()
+    s.apply(GANG)
+    pods = s.schedule()
+    assert pods.set_index("name").loc["urgent", "phase"] == "Running"
+    assert sorted(pods[pods["reason"] == "PreemptionByScheduler"]["name"].str.split("-").str[0]) == [victim]

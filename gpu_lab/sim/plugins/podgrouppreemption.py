@@ -6,13 +6,13 @@ PodGroup's ``spec.priority``, from its priorityClassName) is a potential victim;
 the answer is "No preemption victims found for incoming preemptor". Otherwise all of them
 are removed from the snapshot and the group's algorithm runs once more: if the group still
 cannot be placed, that verdict is the answer. If it can, victims are put back one by one,
-most important first (higher priority, then earlier start), keeping each one every
-member of the group can still live with on its proposed node; the rest are evicted and the
-members are nominated to their proposed nodes.
+those a PodDisruptionBudget protects first (``FilterVictimsWithPDBViolation``, as in
+DefaultPreemption), each list most important first (higher priority, then earlier start),
+keeping each one every member of the group can still live with on its proposed node; the
+rest are evicted and the members are nominated to their proposed nodes.
 
 Simplifications, said here so nobody relies on them: a victim is one pod (Kubernetes
-treats a victim that belongs to a gang as its whole group), there are no
-PodDisruptionBudgets, and a group's own ``preemptionPolicy`` (gate PodGroupPreemptionPolicy,
+treats a victim that belongs to a gang as its whole group), and a group's own ``preemptionPolicy`` (gate PodGroupPreemptionPolicy,
 alpha, off) is not read: as with the gate off, the group is not eligible to preempt when any
 of its unscheduled members has ``preemptionPolicy: Never`` (``resolvePreemptionPolicy``),
 which is checked before anything else.
@@ -41,6 +41,7 @@ NOT_ELIGIBLE = "not eligible due to preemptionPolicy=Never."
 def preempt_for_group(plugin: Any, group: Any, run_group: Any, members: list) -> PostFilterResult:
     """``PodGroupEvaluator.Preempt``, worded as ``DefaultPreemption.PodGroupPostFilter``;
     ``members`` are the group's unscheduled pods (the preemptor's)."""
+    from ...model.disruptionbudget import violating
     from .defaultpreemption import more_important_key
 
     if any(p.preemption_policy == "Never" for p in members):
@@ -58,7 +59,9 @@ def preempt_for_group(plugin: Any, group: Any, run_group: Any, members: list) ->
             return PostFilterResult(status=Status(status.code, (PREFIX + status.message(),), plugin.name))
         assignments = [(a.pod, snap.index[a.node]) for a in attempts if a.node is not None]
         evicted = []
-        for v in sorted(victims, key=more_important_key):
+        read = getattr(plugin.handle, "disruption_budgets", None)
+        bad, good = violating(sorted(victims, key=more_important_key), list(read() if callable(read) else []))
+        for v in [p for p, _ in bad] + good:  # the PDB-protected victims are reprieved first
             snap.add_pod(v, home[v.key])
             if not _members_fit(plugin, snap, assignments):
                 snap.remove_pod(v)
