@@ -89,7 +89,11 @@ def preemption_victims(session: Session) -> set[tuple[str, str]]:
     client = getattr(session, "client", None)
     if client is None:
         pods = session.pods()
-        return {(f"{r.namespace}/{r.name}", r.name) for r in pods[pods["reason"] == PREEMPTED_REASON].itertuples()}
+        out = {(f"{r.namespace}/{r.name}", r.name) for r in pods[pods["reason"] == PREEMPTED_REASON].itertuples()}
+        # a victim deleted since (a StatefulSet remakes its pod under the same name) was still preempted
+        gone = session._sim.cluster.gone  # type: ignore[attr-defined]
+        out |= {(f"{rec.pod.key}#{i}", rec.pod.name) for i, rec in enumerate(gone) if rec.reason == PREEMPTED_REASON}
+        return out
     return {(e["involvedObject"].get("uid", ""), e["involvedObject"].get("name", ""))
             for e in client.list("Event")["items"]
             if e.get("reason") == "Preempted" and (e.get("involvedObject") or {}).get("kind") == "Pod"}
