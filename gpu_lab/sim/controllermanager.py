@@ -8,6 +8,7 @@ sees the cluster through ``ClusterView`` (``controllers.base.Cluster``).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from ..model.objects import Node, Pod
@@ -94,9 +95,13 @@ class ClusterView:
         """Drain and delete a node: its pods are evicted (their controllers replace them)."""
         return self._sim.nodes.remove(name, reason)
 
-    def fits_on(self, pod: Pod, node: Node) -> bool:
-        """Would the scheduler's filters accept ``pod`` on ``node`` if it were empty and joined now?"""
-        return self._sim.predicate_checker.fits_on_new(pod, node)
+    def fits_on(self, pod: Pod, node: Node, pods: Sequence[Pod] = ()) -> bool:
+        """Would the scheduler's filters accept ``pod`` on ``node`` if it joined now holding only ``pods``?"""
+        return self._sim.predicate_checker.fits_on_new(pod, node, pods)
+
+    def daemonsets(self) -> list[dict]:
+        """The DaemonSets' records (cluster-autoscaler puts their pods on its template nodes)."""
+        return list(self._sim.controllers.daemonsets.sets.values())
 
 
 class ControllerManager:

@@ -7,6 +7,8 @@ cluster-autoscaler runs kube-scheduler's framework on its simulated cluster.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from ..model.objects import Node, Pod
@@ -25,21 +27,25 @@ class PredicateChecker:
         """The scheduler's configuration changed: verdicts of the old one no longer hold."""
         self._verdicts = {}
 
-    def fits_on_new(self, pod: Pod, node: Node) -> bool:
-        """The scheduler's verdict for ``pod`` on a cluster holding only an empty ``node``
-        (what cluster-autoscaler asks of a node group's template node)."""
-        # One verdict per pool (a plain Node is its own) and pod template, until the scheduler's
-        # configuration changes (apply clears the cache).
+    def fits_on_new(self, pod: Pod, node: Node, pods: Sequence[Pod] = ()) -> bool:
+        """The scheduler's verdict for ``pod`` on a cluster holding only ``node`` with ``pods`` bound
+        to it (what cluster-autoscaler asks of a node group's template node, its DaemonSet pods on it).
+        Filters only, as CA's ``CheckPredicates``: no preemption."""
+        # One verdict per pool (a plain Node is its own), pod template and template pods, until the
+        # scheduler's configuration changes (apply clears the cache). Pods of one template share their
+        # memo; the entry holds the template pods' memos so that their ids stay theirs.
         cache = self._verdicts.setdefault(node.pool or node.name, {})
-        sig = id(pod.memo)  # pods of one template share their memo: one verdict per template
+        sig = (id(pod.memo), tuple(id(p.memo) for p in pods))
         if sig not in cache:
             c = self.cluster
             snap = Snapshot()
             snap.set_nodes([node])
+            for p in pods:
+                snap.add_pod(p, 0)
             dra.what_if(c.snapshot, snap)  # the claims the pod names, for DynamicResources
             sched = Scheduler.from_config(c.scheduler_config_raw, snap, c.seed, True, False)
-            cache[sig] = sched.schedule_one(pod).node is not None
-        return cache[sig]
+            cache[sig] = (sched.schedule_one(pod, post_filter=False).node is not None, [p.memo for p in pods])
+        return cache[sig][0]
 
     def can_reschedule(self, pods: list[Pod], without: set[str]) -> bool | str:
         """Would ``pods`` all fit on the nodes not in ``without`` (first fit, in node order,

@@ -30,19 +30,23 @@ take one scan each; removals of non-empty nodes beyond ``maxDrainParallelism``
 wait for the next scan, which ``next_wakeup`` asks for.
 
 Inputs (``state``): ``PodState(namespace, name, requests, owner_kind,
-annotations, ref)``; ``NodeState(name, pool, allocatable, pods, created_at,
-gpu_node, annotations, last_pod_event, ref)``; ``NodeGroup(name, max_count,
+annotations, ref, owner_name, priority_class_name, preemption_policy)``;
+``NodeState(name, pool, allocatable, pods, created_at, gpu_node, annotations,
+last_pod_event, ref, unschedulable)``; ``NodeGroup(name, max_count,
 min_count, provisioning_delay, allocatable, price_per_hour, gpu_node,
-template)``. Resources in the scheduler's units (cpu in millicores). Callbacks:
-``fits(pod, group) -> True | False | reason`` (may an empty new node of
-``group`` take ``pod``, resources aside: the model counts those) and
+template, pods)``. Resources in the scheduler's units (cpu in millicores). Callbacks:
+``fits(pod, group) -> True | False | reason`` (may a new node of ``group``,
+holding ``group.pods``, take ``pod``, resources aside: the model counts those),
 ``can_reschedule(pods, without) -> True | False | pod key`` (would all ``pods``
-fit on the Ready nodes not named in ``without``). Both default to
-resource-only answers.
+fit on the Ready nodes not named in ``without``) and ``daemon_pods(group,
+node)`` (the DaemonSet pods that should run on a real node of the group, or on
+its template when ``node`` is None). They default to resource-only answers and
+no DaemonSets.
 
 What it does, and where each rule comes from, is in the modules:
 ``scaleup`` (pending pods -> expander -> nodes after ``provisioningDelay``),
-``expander``, ``estimator`` (binpacking), ``scaledown`` (the GPU utilisation
+``expander``, ``estimator`` (binpacking), ``templates`` (each group's
+template node and its DaemonSet pods), ``scaledown`` (the GPU utilisation
 rule, unneeded timers, cooldown, min size), ``drain`` (pods that block),
 ``consolidation`` (Karpenter), ``spec`` (the ``Autoscaler`` object and its
 defaults), ``cost`` (prices, node-hours, dollars), ``adapter`` (from

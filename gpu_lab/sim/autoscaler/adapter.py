@@ -36,7 +36,8 @@ def node_group(raw_pool: dict[str, Any]) -> NodeGroup | None:
 
 
 def pod_state(pod: Pod) -> PodState:
-    return PodState(pod.namespace, pod.name, dict(pod.requests), pod.owner_kind, dict(pod.annotations), pod)
+    return PodState(pod.namespace, pod.name, dict(pod.requests), pod.owner_kind, dict(pod.annotations), pod,
+                    pod.owner_name, pod.priority_class_name, pod.preemption_policy)
 
 
 def node_state(node: Node, pods: Iterable[Pod | PodState], created_at: float = 0.0,
@@ -44,7 +45,7 @@ def node_state(node: Node, pods: Iterable[Pod | PodState], created_at: float = 0
     """``node`` with the pods bound to it (Running or starting; not finished ones)."""
     states = [p if isinstance(p, PodState) else pod_state(p) for p in pods]
     return NodeState(node.name, node.pool, dict(node.allocatable), states, created_at, _has_gpus(node),
-                     dict(node.annotations), last_pod_event, node)
+                     dict(node.annotations), last_pod_event, node, node.unschedulable)
 
 
 def _has_gpus(node: Node) -> bool:

@@ -15,6 +15,7 @@ from .scaledown import NodeStatus, ScaleDownPlanner
 from .scaleup import Upcoming, plan_scale_up
 from .spec import AutoscalerSpec
 from .state import NodeGroup, NodeState, PodState
+from .templates import DaemonPods, TemplateProvider, no_daemon_pods
 
 
 def _fits_anywhere(pod: PodState, group: NodeGroup) -> bool:
@@ -36,11 +37,17 @@ class Autoscaler:
     among ``pods``): True, or False or the key of the pod that found no place.
     Default: a first fit by resources alone over the nodes last passed in.
 
+    ``daemon_pods(group, node)`` lists the pods of the DaemonSets that should
+    run on ``node`` (a ``NodeState``; None: the group's template), one per
+    DaemonSet, with ``owner_name`` set; cluster-autoscaler mode puts them on
+    each group's template node (``templates``). Default: none.
+
     ``seed`` drives the random expander and random tie-breaks.
     """
 
     def __init__(self, spec: AutoscalerSpec, groups: Iterable[NodeGroup], *, fits: Fits | None = None,
-                 can_reschedule: Reschedule | None = None, seed: int = 0):
+                 can_reschedule: Reschedule | None = None, daemon_pods: DaemonPods | None = None,
+                 seed: int = 0):
         self.spec = spec
         self.groups: dict[str, NodeGroup] = {}
         for g in groups:
@@ -48,6 +55,7 @@ class Autoscaler:
                 raise GpuLabError(f'Autoscaler "{spec.name}": node group "{g.name}" is given twice')
             self.groups[g.name] = g
         self.fits = fits or _fits_anywhere
+        self.templates = TemplateProvider(daemon_pods or no_daemon_pods, spec.force_ds)
         self._reschedule = can_reschedule
         self.rng = random.Random(seed)
         self.upcoming: list[Upcoming] = []
@@ -93,7 +101,10 @@ class Autoscaler:
             if n.pool in self.groups:
                 sizes[n.pool] = sizes.get(n.pool, 0) + 1
         actions: list[Action] = []
-        ups, events = plan_scale_up(now, self.spec, self.groups, sizes, self.upcoming, pending,
+        groups = self.groups
+        if self.spec.mode == "ClusterAutoscaler":  # new nodes come with their DaemonSet pods
+            groups = self.templates.groups(now, nodes, groups)
+        ups, events = plan_scale_up(now, self.spec, groups, sizes, self.upcoming, pending,
                                     self.fits, self.rng, self._new_name)
         for up in ups:
             self.upcoming.append(Upcoming(up.pool, up.nodes, up.ready_at))

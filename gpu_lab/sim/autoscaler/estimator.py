@@ -3,8 +3,10 @@
 Pods are taken largest first (cpu share plus memory share of the template,
 as ``estimator/binpacking_estimator.go`` sorts them) and each goes onto the
 first new node it fits, else onto another new node while the group has room.
-Resources are counted here; ``fits(pod, group)`` answers for everything else a
-scheduler checks on the template node (selectors, taints, affinity).
+Every new node starts as the group's template does, with its DaemonSet pods
+(``group.pods``) already on it. Resources are counted here; ``fits(pod, group)``
+answers for everything else a scheduler checks on the template node
+(selectors, taints, affinity, host ports against the daemon pods).
 """
 
 from __future__ import annotations
@@ -34,9 +36,17 @@ def take(free: dict[str, int], requests: Mapping[str, int]) -> None:
         free[res] = free.get(res, 0) - amount
 
 
-def template_reason(pod: PodState, group: NodeGroup, fits: Fits) -> str | None:
-    """Why ``pod`` would not fit an empty node of ``group`` (None: it would)."""
-    short = shortfall(pod.requests, group.allocatable)
+def fresh(group: NodeGroup) -> dict[str, int]:
+    """What a new node of ``group`` has free: its allocatable less its template pods (DaemonSets)."""
+    free = dict(group.allocatable)
+    for pod in group.pods:
+        take(free, pod.requests)
+    return free
+
+
+def template_reason(pod: PodState, group: NodeGroup, fits: Fits, free: Mapping[str, int] | None = None) -> str | None:
+    """Why ``pod`` would not fit a new node of ``group`` (None: it would). ``free``: ``fresh(group)``."""
+    short = shortfall(pod.requests, fresh(group) if free is None else free)
     if short:
         return short
     answer = fits(pod, group)
@@ -69,8 +79,9 @@ def estimate(pods: Sequence[PodState], group: NodeGroup, limit: int, fits: Fits,
     est = Estimate(group)
     bins = frees if frees is not None else []
     first_new = len(bins)
+    new = fresh(group)
     for pod in sorted(pods, key=lambda p: -_score(p, group)):
-        reason = template_reason(pod, group, fits)
+        reason = template_reason(pod, group, fits, new)
         if reason:
             est.rejected[pod] = reason
             continue
@@ -82,7 +93,7 @@ def estimate(pods: Sequence[PodState], group: NodeGroup, limit: int, fits: Fits,
         else:
             if len(bins) - first_new >= limit:
                 continue  # the group is full: the pod waits for a later scale-up
-            free = dict(group.allocatable)
+            free = dict(new)
             take(free, pod.requests)
             bins.append(free)
             est.placed[pod] = len(bins) - 1 - first_new

@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from .actions import Event, ScaleUp
-from .estimator import Estimate, Fits, estimate
+from .estimator import Estimate, Fits, estimate, fresh
 from .expander import choose
 from .spec import AutoscalerSpec
 from .state import NodeGroup, PodState
@@ -106,7 +106,8 @@ def _fill_upcoming(pending: Sequence[PodState], groups: Mapping[str, NodeGroup],
         group = groups.get(pool)
         if group is None:
             continue
-        frees = [dict(group.allocatable) for u in upcoming if u.pool == pool for _ in u.nodes]
+        # CA injects upcoming nodes as copies of the template, daemon pods and all
+        frees = [fresh(group) for u in upcoming if u.pool == pool for _ in u.nodes]
         est = estimate([p for p in pending if p not in waiting], group, 0, fits, frees=frees)
         waiting.update(est.placed)
     return waiting

@@ -64,6 +64,7 @@ class AutoscalerSpec:
     skip_nodes_with_system_pods: bool = True  # --skip-nodes-with-system-pods: true
     skip_nodes_with_custom_controller_pods: bool = True  # --skip-nodes-with-custom-controller-pods: true
     scan_interval: float = 10.0  # --scan-interval: 10s
+    force_ds: bool = False  # --force-ds: false (count DaemonSets not yet running on the example node)
     # Karpenter NodePool.spec.disruption
     consolidation_policy: str = "WhenEmptyOrUnderutilized"  # +kubebuilder:default
     consolidate_after: float | None = 0.0  # +kubebuilder:default {consolidateAfter: "0s"}; None = Never
@@ -90,6 +91,7 @@ _FIELDS: dict[str, tuple[str, str, str | None]] = {
     "skipNodesWithCustomControllerPods": ("skip_nodes_with_custom_controller_pods", "bool",
                                           "ClusterAutoscaler"),
     "scanInterval": ("scan_interval", "interval", "ClusterAutoscaler"),
+    "forceDs": ("force_ds", "bool", "ClusterAutoscaler"),
     "consolidationPolicy": ("consolidation_policy", "policy", "Consolidation"),
     "consolidateAfter": ("consolidate_after", "after", "Consolidation"),
     "budgets": ("budgets", "budgets", "Consolidation"),

@@ -22,8 +22,11 @@ class PodState:
     """A pod as the autoscaler sees it.
 
     ``owner_kind`` is the kind of its controller (``ReplicaSet``, ``Job``,
-    ``StatefulSet``, ``DaemonSet``, ...; None for a bare pod). ``ref`` is
-    the caller's own object, handed back untouched in callbacks.
+    ``StatefulSet``, ``DaemonSet``, ...; None for a bare pod), ``owner_name``
+    its name. ``ref`` is the caller's own object, handed back untouched in
+    callbacks. ``priority_class_name`` and ``preemption_policy`` tell a
+    ``system-node-critical`` daemon pod (it counts on a template node even
+    without ``--force-ds``).
     """
 
     namespace: str
@@ -32,6 +35,9 @@ class PodState:
     owner_kind: str | None = None
     annotations: Mapping[str, str] = field(default_factory=dict)
     ref: Any = None
+    owner_name: str | None = None
+    priority_class_name: str = ""
+    preemption_policy: str = "PreemptLowerPriority"
 
     @functools.cached_property
     def key(self) -> str:
@@ -50,6 +56,8 @@ class NodeGroup:
     ``template`` is the caller's template node, handed to ``fits``.
     ``gpu_node`` says whether its nodes are GPU nodes in cluster-autoscaler's
     sense (None: they are when the template has ``nvidia.com/gpu``).
+    ``pods`` are the pods a new node starts with (its DaemonSet pods, as
+    ``templates`` finds them each loop; ``estimator.fresh`` is what they leave free).
     New nodes are named ``<name>-<i>``, like a NodePool's.
     """
 
@@ -61,6 +69,7 @@ class NodeGroup:
     price_per_hour: float | None = None
     gpu_node: bool | None = None
     template: Any = None
+    pods: Sequence[PodState] = ()
 
     @property
     def is_gpu_node(self) -> bool:
@@ -79,7 +88,7 @@ class NodeState:
     ``lastPodEventTime``; None lets the autoscaler track it from the pods it
     sees come and go. ``annotations`` are the node's
     (``cluster-autoscaler.kubernetes.io/scale-down-disabled``,
-    ``karpenter.sh/do-not-disrupt``).
+    ``karpenter.sh/do-not-disrupt``). ``unschedulable``: cordoned.
     """
 
     name: str
@@ -91,6 +100,7 @@ class NodeState:
     annotations: Mapping[str, str] = field(default_factory=dict)
     last_pod_event: float | None = None
     ref: Any = None
+    unschedulable: bool = False
 
     @property
     def is_gpu_node(self) -> bool:

@@ -7,6 +7,7 @@ every pod: a day of 2,000 Jobs is tens of thousands of events.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Protocol
 
 from ...model.objects import Node, Pod
@@ -56,7 +57,9 @@ class Cluster(Protocol):
 
     def remove_node(self, name: str, reason: str) -> list[str]: ...
 
-    def fits_on(self, pod: Pod, node: Node) -> bool: ...
+    def fits_on(self, pod: Pod, node: Node, pods: Sequence[Pod] = ()) -> bool: ...
+
+    def daemonsets(self) -> list[dict]: ...
 
 
 class Controller:

@@ -8,18 +8,27 @@ once per ``scanInterval`` (10 s by default), as cluster-autoscaler does.
 
 A NodePool with ``spec.autoscaling`` and no ``Autoscaler`` object gets
 cluster-autoscaler's defaults: pools that scale imply an autoscaler.
+
+Template nodes carry the DaemonSet pods that would run there, as the DaemonSet
+controller decides (``daemonset.should_run_on``), made aside under
+cluster-autoscaler's ``<daemonset>-pod-`` names: the scheduler's filters see them.
 """
 
 from __future__ import annotations
 
 from ...gpus.pricing import node_price_per_hour
+from ...model.daemonset import daemon_pod
 from ...model.nodepool import node_pool
 from ...model.objects import Node, Pod
+from ...model.parse import NameGenerator
 from ..autoscaler import (
     Autoscaler,
     AutoscalerSpec,
     Cordon,
     Event,
+    NodeGroup,
+    NodeState,
+    PodState,
     ScaleDown,
     ScaleUp,
     node_group,
@@ -27,6 +36,7 @@ from ..autoscaler import (
     pod_state,
 )
 from .base import Cluster, Controller
+from .daemonset import should_run_on
 
 SCAN = "scan"
 
@@ -38,7 +48,7 @@ class ClusterAutoscalerController(Controller):
         self.pools = {(p.get("metadata") or {}).get("name"): p for p in pools}
         groups = [g for g in map(node_group, pools) if g]
         self.model = Autoscaler(self.spec, groups, fits=self._fits, can_reschedule=self._can_reschedule,
-                                seed=seed or 0)
+                                daemon_pods=self._daemon_pods, seed=seed or 0)
         self.events: list[tuple[float, Event]] = []
         self.joined_at: dict[str, float] = {}
         self.provisioning: dict[str, Node] = {}  # name -> node, billed from the scale-up on
@@ -46,10 +56,34 @@ class ClusterAutoscalerController(Controller):
         self._last_scan = float("-inf")
         self._scan_due = True
         self._pod_states: dict = {}
+        # (namespace, daemonset, node) -> (its record, the pod it would make there); names of their own
+        self._daemon: dict[tuple[str, str, str], tuple[dict, PodState]] = {}
+        self._daemon_names = NameGenerator(seed=f"{seed or 0}/cluster-autoscaler")
 
     # -- callbacks for the model: the scheduler's filters, not resources alone
     def _fits(self, pod, group) -> bool:
-        return self.cluster.fits_on(pod.ref, group.template) if isinstance(pod.ref, Pod) else True
+        if not isinstance(pod.ref, Pod):
+            return True
+        return self.cluster.fits_on(pod.ref, group.template, [p.ref for p in group.pods if isinstance(p.ref, Pod)])
+
+    def _daemon_pods(self, group: NodeGroup, example: NodeState | None) -> list[PodState]:
+        """``GetDaemonSetPodsForNode``: a pod per DaemonSet that should run on the real node
+        ``example`` (None: the group's template node)."""
+        node = example.ref if example is not None else group.template
+        if not isinstance(node, Node):
+            return []
+        out = []
+        for record in self.cluster.daemonsets():
+            if not should_run_on(record, node):
+                continue
+            key = (record["namespace"], record["name"], node.name)
+            got = self._daemon.get(key)
+            if got is None or got[0] is not record:
+                aside = {**record, "prefix": f"{record['name']}-pod-"}
+                pod = daemon_pod(aside, node.name, self._daemon_names, 0, self.cluster.priority_classes())
+                got = self._daemon[key] = (record, pod_state(pod))
+            out.append(got[1])
+        return out
 
     def _can_reschedule(self, pods, without) -> bool | str:
         return self.cluster.can_reschedule([p.ref for p in pods if isinstance(p.ref, Pod)], set(without))

@@ -13,8 +13,15 @@ deletes and recreates it with a backoff, a loop the simulator does not reproduce
 from __future__ import annotations
 
 from ...model.daemonset import daemon_pod, should_run
+from ...model.objects import Node
 from .base import Cluster, Controller
 from .replicaset import REPLACED_REASONS
+
+
+def should_run_on(record: dict, node: Node) -> bool:
+    """``nodeShouldRunDaemonPod``'s first answer for this DaemonSet and node: does it get a pod there
+    (also what cluster-autoscaler asks of a template node)."""
+    return should_run(record, node.name, node.labels, node.taints)[0]
 
 
 class DaemonSetController(Controller):
@@ -82,8 +89,7 @@ class DaemonSetController(Controller):
         for name in sorted(nodes):
             if name in placed:
                 continue
-            node = nodes[name]
-            if should_run(record, name, node.labels, node.taints)[0]:
+            if should_run_on(record, nodes[name]):
                 pod = daemon_pod(record, name, self.cluster.names, self.cluster.next_created(), classes)
                 placed[name] = pod.key
                 self.cluster.create_pod(pod)
