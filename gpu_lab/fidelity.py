@@ -5,8 +5,9 @@ controllers name pods at random), the multiset of what each node ends up holding
 node names when a scenario says ties cannot happen), the scheduler's message for
 every pending pod, which pods were preempted (per workload), and the per-plugin weighted scores of every bound pod where more than
 one node was scored (the real ones read from kube-scheduler's log). Ties are replayed:
-where the real scheduler chose among equal totals, the sim takes the same node, so both
-continue from the same state. A scenario may run actions between schedules (kill or restart a
+where the real scheduler chose among equal totals, or among preemption candidates equal on
+every criterion, the sim takes the same node when it finds the same tie, so both continue
+from the same state (``replaying``). A scenario may run actions between schedules (kill or restart a
 node's device plugin), so the classic plugin-crash fault is compared too.
 
 Scenario files live in ``tests/fidelity/scenarios``; an optional header document

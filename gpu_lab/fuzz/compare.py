@@ -16,6 +16,7 @@ import yaml
 
 from ..backends.base import Session
 from ..fidelity import (
+    Case,
     ReplayMismatch,
     aspect,
     differences,
@@ -32,20 +33,40 @@ KNOWN = Path(__file__).with_name("known_differences.yaml")
 @dataclass(frozen=True)
 class Known:
     """A known cause: a difference matching ``match`` in a scenario whose YAML matches
-    ``when`` (every scenario when empty) is explained by ``why``; with ``scores_only``, only
-    in a seed where every difference is a score table's (placement, pending pods, messages
-    and victims all agree)."""
+    ``when`` (every scenario when empty) is explained by ``why``. Narrower still: with
+    ``scores_only``, only in a seed where every difference is a score table's (placement,
+    pending pods, messages and victims all agree); with ``affinity_groups_only``, only a
+    difference about a workload with a required pod affinity or one such an affinity
+    selects (``affinity_groups``)."""
 
     name: str
     match: str
     why: str
     when: str = ""
     scores_only: bool = False
+    affinity_groups_only: bool = False
 
-    def excuses(self, difference: str, text: str, placement_agrees: bool = True) -> bool:
+    def excuses(self, difference: str, text: str, placement_agrees: bool = True,
+                affinity: set[str] | frozenset[str] = frozenset()) -> bool:
         return (bool(re.search(self.match, difference))
                 and (not self.when or bool(re.search(self.when, text, re.M)))
-                and (placement_agrees or not self.scores_only))
+                and (placement_agrees or not self.scores_only)
+                and (not self.affinity_groups_only or difference.split(":", 1)[0] in affinity))
+
+
+def affinity_groups(case: Case) -> set[str]:
+    """The workloads with a required pod affinity, and those whose pods it selects (the
+    generator labels every workload's pods ``app: <name>``)."""
+    out: set[str] = set()
+    for doc in case.documents + [d for a in case.actions for d in a.get("apply") or []]:
+        spec = doc.get("spec") or {}
+        pod = spec if doc.get("kind") == "Pod" else (spec.get("template") or {}).get("spec") or {}
+        terms = (((pod.get("affinity") or {}).get("podAffinity") or {})
+                 .get("requiredDuringSchedulingIgnoredDuringExecution") or [])
+        if terms:
+            out.add(doc["metadata"]["name"])
+            out |= {app for t in terms if (app := ((t.get("labelSelector") or {}).get("matchLabels") or {}).get("app"))}
+    return out
 
 
 def known_differences(path: Path = KNOWN) -> list[Known]:
@@ -53,7 +74,7 @@ def known_differences(path: Path = KNOWN) -> list[Known]:
         return []
     raw = yaml.safe_load(path.read_text()) or {}
     return [Known(name, str(v["match"]), " ".join(str(v["why"]).split()), str(v.get("when") or ""),
-                  bool(v.get("scores_only", False)))
+                  bool(v.get("scores_only", False)), bool(v.get("affinity_groups_only", False)))
             for name, v in raw.items()]
 
 
@@ -104,8 +125,9 @@ def run_seed(seed: int, real: Session, known: list[Known] | None = None) -> Resu
         found = mismatch + differences(case, model, got)
     text = scenario_text(seed)
     placement_agrees = all(aspect(d) == "scores" for d in found)
+    affinity = affinity_groups(case)
     for d in found:
-        cause = next((k for k in known if k.excuses(d, text, placement_agrees)), None)
+        cause = next((k for k in known if k.excuses(d, text, placement_agrees, affinity)), None)
         if cause is not None:
             result.excused.append((d, cause.name))
         elif d.startswith("error: "):

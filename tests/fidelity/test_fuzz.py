@@ -21,6 +21,7 @@ from realcluster import private_lab
 import gpu_lab
 from gpu_lab.fidelity import run_case
 from gpu_lab.fuzz import known_differences, run_seed, scenario, scenario_text
+from gpu_lab.fuzz.compare import affinity_groups
 from gpu_lab.fuzz.generate import MAX_NODES, MAX_PODS
 from gpu_lab.model.scenario import parse_scenario
 
@@ -76,11 +77,14 @@ def test_a_scores_only_cause_excuses_no_placement_difference():
     known = {k.name: k for k in known_differences()}
     race = known["requeue_races_the_next_controller_pod"]
     scores = "infer4: scores differ:\n  sim only:  []\n  real only: []"
-    assert race.excuses(scores, scenario_text(54), placement_agrees=True)
-    assert not race.excuses(scores, scenario_text(54), placement_agrees=False)
-    assert not race.excuses("pending differs: sim {'infer4': 1} vs real {}", scenario_text(54))
+    affinity = affinity_groups(scenario(54))
+    assert affinity == {"infer4", "batch0"}  # infer4's required pod affinity selects batch0's pods
+    assert race.excuses(scores, scenario_text(54), True, affinity)
+    assert not race.excuses(scores, scenario_text(54), False, affinity)  # placement differs too
+    assert not race.excuses(scores.replace("infer4", "batch3"), scenario_text(54), True, affinity)
+    assert not race.excuses("pending differs: sim {'infer4': 1} vs real {}", scenario_text(54), True, affinity)
     assert "podAffinity" not in scenario_text(0)
-    assert not race.excuses(scores, scenario_text(0))  # no required pod affinity: no requeue race
+    assert not race.excuses(scores, scenario_text(0), True, affinity)  # no required pod affinity
 
 
 def test_known_differences_say_why():
