@@ -17,6 +17,13 @@ PASSED = "passed"
 NOT_EVALUATED = "not evaluated"
 
 
+def batched_note(node: str) -> str:
+    """What explain says, on every backend, of a pod placed on OpportunisticBatching's node
+    hint (``sim/batch.py``): the real scheduler logs the hint and no scores."""
+    return (f"opportunistic batching: the previous pod's ranking hinted {node}, which passed the "
+            "filters, so the scheduler checked no other node and skipped scoring")
+
+
 @dataclass
 class Explanation:
     pod: str
@@ -118,11 +125,14 @@ def build_explanation(attempt, filter_verdicts: dict[str, dict[int, str]] | None
             scores = scores.sort_values(("total", ""), ascending=False, kind="stable")
     if attempt.via_nominated_node:
         notes.append("placed on its nominated node (set by an earlier preemption) without scoring")
+    elif attempt.batch_hint is not None and attempt.node == attempt.batch_hint:
+        notes.append(batched_note(attempt.batch_hint))
     elif len(feasible) == 1 and attempt.node:
         notes.append("only one feasible node: the scheduler skips scoring")
     if attempt.skipped_score_plugins:
         notes.append("score plugins skipped at PreScore: " + ", ".join(attempt.skipped_score_plugins))
-    if attempt.evaluated is not None and 0 < len(evaluated) < len(names):
+    tried_one = attempt.via_nominated_node or attempt.batch_hint is not None  # not percentageOfNodesToScore
+    if attempt.evaluated is not None and 0 < len(evaluated) < len(names) and not tried_one:
         notes.append(
             f"percentageOfNodesToScore: the filter stopped after {len(evaluated)} of {len(names)} nodes "
             f"({len(feasible)} feasible)"

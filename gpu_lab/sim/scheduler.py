@@ -11,12 +11,11 @@ The methods are named after ``pkg/scheduler/schedule_one.go``: ``schedule_one`` 
 ``findNodesThatPassFilters``), ``prioritizeNodes`` and ``selectHost``. What kube-scheduler
 recomputes every cycle the simulator keeps in ``cache.py``, never changing a decision.
 
-Two v1.37 details are modelled approximately, and the README says so: without
+One v1.37 detail is modelled approximately, and the README says so: without
 extenders the real scheduler breaks ties by heap order over the nodes in the order
-its parallel filter found them (its Randomizer stays 0), which we treat as random;
-and OpportunisticBatching (node hints for consecutive pods with the same signature)
-is not modelled: it is inactive under the default profile (system-default topology
-spreading makes pods unsignable) but active under ``defaultingType: List`` profiles.
+its parallel filter found them (its Randomizer stays 0), which we treat as random.
+Cycles the scheduling queue numbers (``cycle``) take part in OpportunisticBatching
+(``batch.py``): a pod like the one before may be tried on a node hint alone, unscored.
 
 Pods of a PodGroup are scheduled together (``schedule_pod_group``, kube-scheduler's
 ``podGroupSchedulingDefaultAlgorithm``): each queued member in turn gets an ordinary cycle
@@ -38,6 +37,7 @@ from typing import Any
 import numpy as np
 
 from ..model.objects import Pod
+from .batch import BatchCycle, Batching, others_scored
 from .cache import CycleCache, plan
 from .framework import (
     ERROR,
@@ -161,6 +161,7 @@ class Attempt:
     total: np.ndarray | None = None
     post_filter: PostFilterResult | None = None
     via_nominated_node: bool = False
+    batch_hint: str | None = None  # placed on opportunistic batching's node hint, unscored
     node_names: list[str] = field(default_factory=list)
     # Only when recording: every filter plugin's verdict on every rejected node.
     filter_verdicts: dict[str, dict[int, str]] | None = None
@@ -193,6 +194,8 @@ class Scheduler:
         self.disruption_budgets: Callable[[], list] = list
         self.cache = CycleCache(snapshot)  # kept only for speed (cache.py)
         self.pod_groups = PodGroupManager()  # the scheduling queue keeps it current
+        self.batching = Batching(self)  # OpportunisticBatching, per profile
+        self.cycles = 0  # the scheduling queue's cycle count (SchedulingCycle)
 
     @classmethod
     def from_config(cls, raw: dict | None, snapshot: Snapshot, seed: int | None = None,
@@ -205,9 +208,15 @@ class Scheduler:
         return sched
 
     # ------------------------------------------------------------- a cycle
-    def schedule_one(self, pod: Pod, post_filter: bool = True) -> Attempt:
+    def next_cycle(self) -> int:
+        """The queue pops a pod or a pod group: a new scheduling cycle's number."""
+        self.cycles += 1
+        return self.cycles
+
+    def schedule_one(self, pod: Pod, post_filter: bool = True, cycle: int | None = None) -> Attempt:
         """``schedulePod``: one pod's cycle; ``post_filter=False`` inside a pod group's cycle,
-        which runs no per-pod preemption."""
+        which runs no per-pod preemption; ``cycle``: the queue's cycle number, for
+        OpportunisticBatching (None, for a what-if outside the queue: no batching)."""
         profile = self.config.profile_for(pod.scheduler_name)
         snap = self.snapshot
         attempt = Attempt(pod=pod, profile=pod.scheduler_name, node_names=snap.names)
@@ -220,17 +229,24 @@ class Scheduler:
             return attempt
         ctx = self._context(pod, profile)
         attempt.diagnosis = Diagnosis()
-        feasible = self._find_nodes_that_fit_pod(ctx, profile, attempt)
+        batch = self.batching.cycle(pod, profile, cycle)
+        feasible = self._find_nodes_that_fit_pod(ctx, profile, attempt, batch)
         if feasible is None:  # a plugin error: the attempt carries its text
             return attempt
         if len(feasible) == 0:
             return self._fail(ctx, attempt, n, post_filter)
         if len(feasible) == 1:
             attempt.node = snap.nodes[int(feasible[0])].name
+            if batch is not None:
+                batch.store(attempt.node, None)
             return attempt
-        total = self._prioritize_nodes(ctx, profile, feasible, attempt)
+        keep = batch is not None and batch.signature is not None  # the batch keeps raw scores
+        total = self._prioritize_nodes(ctx, profile, feasible, attempt, keep)
         attempt.total = total
-        attempt.node = snap.nodes[int(feasible[self._select_host(total, feasible, pod)])].name
+        best = self._select_host(total, feasible, pod)
+        attempt.node = snap.nodes[int(feasible[best])].name
+        if batch is not None:
+            batch.store(attempt.node, others_scored(attempt, feasible, total, best, snap.names) if keep else None)
         return attempt
 
     def _context(self, pod: Pod, profile: Profile) -> CycleContext:
@@ -242,9 +258,11 @@ class Scheduler:
         return ctx
 
     # ----------------------------------------------------------- filtering
-    def _find_nodes_that_fit_pod(self, ctx: CycleContext, profile: Profile, attempt: Attempt) -> np.ndarray | None:
-        """``findNodesThatFitPod``: PreFilter, the nominated node first, then Filter over the
-        nodes. The feasible node indices (also in ``attempt.feasible``), or None on a plugin error."""
+    def _find_nodes_that_fit_pod(self, ctx: CycleContext, profile: Profile, attempt: Attempt,
+                                 batch: BatchCycle | None = None) -> np.ndarray | None:
+        """``findNodesThatFitPod``: PreFilter, the nominated node (or batching's hint) first,
+        then Filter over the nodes. The feasible node indices (also in ``attempt.feasible``),
+        or None on a plugin error."""
         diagnosis = attempt.diagnosis
         assert diagnosis is not None
         rejected, skipped, skipped_now = self._pre_filter(ctx, profile)
@@ -263,14 +281,20 @@ class Scheduler:
 
         passes = self._passes(ctx, profile, skipped, skipped_now)
 
-        # A pod nominated by an earlier preemption tries its node first, unscored.
+        # A pod nominated by an earlier preemption tries its node first, unscored; so does a
+        # pod that OpportunisticBatching gives a hint (never a nominated one).
+        hint = batch.node_hint(ctx, passes) if batch is not None else None
         nom = self.nominated.get(ctx.pod.key) if self.nominated else None
-        if nom is not None and passes[nom[1]]:
+        first = nom[1] if nom is not None else hint
+        if first is not None and passes[first]:
             if self.record:
                 self._record_filters(ctx, profile, skipped, attempt)
-            attempt.via_nominated_node = True
-            attempt.evaluated = np.array([nom[1]])
-            attempt.feasible = np.array([nom[1]])
+            if nom is not None:
+                attempt.via_nominated_node = True
+            else:
+                attempt.batch_hint = self.snapshot.nodes[first].name
+            attempt.evaluated = np.array([first])
+            attempt.feasible = np.array([first])
             return attempt.feasible
         return self._find_nodes_that_pass_filters(ctx, profile, skipped, passes, attempt)
 
@@ -358,14 +382,16 @@ class Scheduler:
 
     # ------------------------------------------------------------- scoring
     def _prioritize_nodes(self, ctx: CycleContext, profile: Profile, feasible: np.ndarray,
-                          attempt: Attempt) -> np.ndarray:
-        """``prioritizeNodes``: PreScore, Score, NormalizeScore, times each plugin's weight, summed."""
+                          attempt: Attempt, keep: bool = False) -> np.ndarray:
+        """``prioritizeNodes``: PreScore, Score, NormalizeScore, times each plugin's weight, summed.
+        ``keep``: every plugin's scores go into ``attempt.scores`` even when not recording."""
         total = None
         static, ask = plan(ctx.pod, profile, "score")
         cache = self.cache
         cache.start_scoring()
+        record = self.record or keep
         for pl, w, asks, key, may_be_constant in ask:
-            if may_be_constant and not self.record and pl.same_everywhere(ctx):
+            if may_be_constant and not record and pl.same_everywhere(ctx):
                 continue  # adds the same to every node's total: cannot change the choice
             if asks:
                 st = pl.pre_score(ctx, feasible)
@@ -374,7 +400,7 @@ class Scheduler:
                     continue
             raw = cache.raw_scores(ctx, pl, key, feasible)
             norm = pl.normalize_score(ctx, raw)
-            if self.record:
+            if record:
                 attempt.scores[pl.name] = PluginScores(raw, np.asarray(norm, dtype=np.int64), w)
             part = norm * w if w != 1 else norm
             total = part if total is None else total + part
@@ -436,7 +462,8 @@ class Scheduler:
         st = pl.placement_feasible(group, remaining, scheduled) if pl is not None else None
         return st or Status(SUCCESS)
 
-    def _group_cycle(self, group: Any, pods: list[Pod], scheduled: int) -> tuple[Status, list[Attempt], list[Pod]]:
+    def _group_cycle(self, group: Any, pods: list[Pod], scheduled: int,
+                     cycle: int | None = None) -> tuple[Status, list[Attempt], list[Pod]]:
         """``podGroupSchedulingDefaultAlgorithm``: the verdict, the attempts, and the members
         left reserved in the snapshot (the caller undoes them)."""
         profile = self.config.profile_for(pods[0].scheduler_name)
@@ -447,7 +474,7 @@ class Scheduler:
         if status.code == UNSCHEDULABLE:
             return status, attempts, reserved
         for pod in pods:
-            attempt = self.schedule_one(pod, post_filter=False)
+            attempt = self.schedule_one(pod, post_filter=False, cycle=cycle)
             attempts.append(attempt)
             remaining -= 1
             if attempt.node is not None:
@@ -462,7 +489,8 @@ class Scheduler:
             status = Status(UNSCHEDULABLE, status.reasons, status.plugin)
         return status, attempts, reserved
 
-    def schedule_pod_group(self, group: Any, pods: list[Pod], scheduled: int) -> PodGroupAttempt:
+    def schedule_pod_group(self, group: Any, pods: list[Pod], scheduled: int,
+                           cycle: int | None = None) -> PodGroupAttempt:
         """One pod group scheduling cycle for the queued members ``pods`` (in queue order) of
         ``group``, of which ``scheduled`` members are already bound or assumed.
 
@@ -470,7 +498,7 @@ class Scheduler:
         is added to the group's message: members that fit are told "pod group is
         unschedulable, <group message>", members that fit nowhere their own FitError, and
         members the cycle never reached the PlacementFeasible verdict alone."""
-        status, attempts, reserved = self._group_cycle(group, pods, scheduled)
+        status, attempts, reserved = self._group_cycle(group, pods, scheduled, cycle)
         for pod in reversed(reserved):
             self.snapshot.remove_pod(pod)
         result = PodGroupAttempt(group, status, attempts)
@@ -485,7 +513,7 @@ class Scheduler:
         # answer ends the run and is the whole answer; Unschedulable reasons add up
         post_reasons: list[str] = []
         for pl in profile.at("podGroupPostFilter") if profile is not None else ():
-            post = pl.pod_group_post_filter(group, lambda: self._rerun(group, pods, scheduled), pods)
+            post = pl.pod_group_post_filter(group, lambda: self._rerun(group, pods, scheduled, cycle), pods)
             result.post_filter = post
             if post.status.code in (SUCCESS, UNRESOLVABLE):
                 post_reasons = list(post.status.reasons)
@@ -500,9 +528,10 @@ class Scheduler:
         result.condition = ("False", "Unschedulable", group_message)
         return result
 
-    def _rerun(self, group: Any, pods: list[Pod], scheduled: int) -> tuple[Status, list[Attempt]]:
+    def _rerun(self, group: Any, pods: list[Pod], scheduled: int,
+               cycle: int | None = None) -> tuple[Status, list[Attempt]]:
         """The group's algorithm again on the snapshot as it is now (preemption's dry run)."""
-        status, attempts, reserved = self._group_cycle(group, pods, scheduled)
+        status, attempts, reserved = self._group_cycle(group, pods, scheduled, cycle)
         for pod in reversed(reserved):
             self.snapshot.remove_pod(pod)
         return status, attempts

@@ -25,6 +25,7 @@ class SchedulingLoop:
     def run(self) -> None:
         """One pass over the queue: every pending pod gets its cycle (more than one when room is made)."""
         c, queue = self.cluster, self.queue
+        c.scheduler.batching.expire()  # OpportunisticBatching's state is 500 ms old at most
         pending, waiting = [], []
         for r in queue.pending():
             if not queue.worth_trying(r):
@@ -55,7 +56,7 @@ class SchedulingLoop:
                     for pod in bound:
                         active.assigned_pod_added(pod, c.scheduler.config.profile_for)
                 continue
-            attempt = c.scheduler.schedule_one(rec.pod)
+            attempt = c.scheduler.schedule_one(rec.pod, cycle=c.scheduler.next_cycle())
             rec.attempts += 1
             queue.tried(c, rec)
             rec.attempt = attempt if c.record else None
@@ -101,7 +102,8 @@ class SchedulingLoop:
         groups = c.scheduler.pod_groups
         group = groups.groups[key]
         members = gangs.members[key]
-        result = c.scheduler.schedule_pod_group(group, [r.pod for r in members], groups.state(key).scheduled)
+        result = c.scheduler.schedule_pod_group(group, [r.pod for r in members], groups.state(key).scheduled,
+                                                cycle=c.scheduler.next_cycle())
         by_key = {r.pod.key: r for r in members}
         for rec in members:
             rec.attempts += 1

@@ -80,8 +80,8 @@ def test_solution_passes_every_check():
     for check in CHECKS:
         assert check(SOLUTION, DAY).passed
     text = str(lab06.check_bill(SOLUTION, DAY))
-    assert "the day cost $3,904.17" in text and "(goal: under $4,200)" in text
-    assert "you paid for 567.5 GPU-hours (70.9 h100 node-hours): 419.5 allocated and 148.0 idle" in text
+    assert "the day cost $4,028.01" in text and "(goal: under $4,200)" in text
+    assert "you paid for 585.5 GPU-hours (73.2 h100 node-hours): 419.5 allocated and 166.0 idle" in text
     assert "the last one went after the last Job finished (18:23)" in str(lab06.check_scale_down(SOLUTION, DAY))
 
 
@@ -109,17 +109,17 @@ def test_protecting_jobs_without_moving_the_shipper_leaves_a_node_up():
     manifests = day(PACK, "10m", NO_EVICT)
     assert lab06.check_jobs(manifests, DAY).passed
     text = failure(lab06.check_scale_down, manifests)
-    assert ("the last Job finished at 18:23, but h100-0 was still up at 24:00, 6h53m after its last GPU pod "
-            "finished ($378.86 at $55.04 per node-hour): it holds kube-system/log-shipper-") in text
-    assert "the day cost $4,273.86" in failure(lab06.check_bill, manifests)
+    assert ("the last Job finished at 18:23, but h100-4 was still up at 24:00, 5h37m after its last GPU pod "
+            "finished ($309.14 at $55.04 per node-hour): it holds kube-system/log-shipper-") in text
+    assert "the day cost $4,327.98" in failure(lab06.check_bill, manifests)
 
 
 def test_the_old_unneeded_time_keeps_the_bill_up():
     manifests = day(PACK, None, NO_EVICT, MAY_EVICT)
     assert lab06.check_jobs(manifests, DAY).passed and lab06.check_scale_down(manifests, DAY).passed
     text = failure(lab06.check_bill, manifests)
-    assert "the day cost $4,597.67" in text
-    assert "Empty GPU nodes waiting to be removed: 8.0 node-hours on 9 nodes" in text
+    assert "the day cost $4,551.81" in text
+    assert "Empty GPU nodes waiting to be removed: 6.0 node-hours on 9 nodes" in text
 
 
 def test_protected_jobs_spread_by_the_default_profile_cost_most():
