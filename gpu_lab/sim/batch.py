@@ -33,7 +33,7 @@ v1.35, ``pkg/features/kube_features.go``; the local lab leaves it on):
   there without scoring (``feasibleNodes=1``), otherwise every node is filtered and scored as
   usual. batch.go logs "OpportunisticBatch provided node hint" at verbosity 3; schedule_one.go
   then logs no score lines. The local backend's explain reads the hint back and says so in
-  the sim's words (``explain.batched_note``; tests/sim/test_batch.py holds them equal).
+  the sim's words (``explain.batched_note``), the other nodes "not evaluated".
 
 What the simulator models: all of the above for the plugins it has, plus the image names and
 volumes fragments when the profile's configuration leaves ImageLocality or a volume plugin

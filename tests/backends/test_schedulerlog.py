@@ -128,6 +128,7 @@ def test_a_batched_pod_says_so():
     assert a.hint == "h100-1" and a.scores == {}
     e = schedulerlog.explained(_account("h100-1"), a, WEIGHTS, ["h100-0", "h100-1"])
     assert any(n.startswith("opportunistic batching: the previous pod's ranking hinted h100-1") for n in e.notes)
+    assert dict(e.filters["result"]) == {"h100-0": "not evaluated", "h100-1": "feasible"}  # the hint alone
 
 
 def test_history_since_a_mark_survives_a_rotation(tmp_path):

@@ -222,3 +222,4 @@ def test_explain_says_what_the_real_schedulers_explain_says():
     account = Explanation("default/infer-1", a.node, "", "default-scheduler", pd.DataFrame(), pd.DataFrame())
     real = schedulerlog.explained(account, logged, {}, snap.names)
     assert batched_note(a.node) in real.notes and real.scores.empty
+    assert dict(real.filters["result"]) == dict(sim.filters["result"])

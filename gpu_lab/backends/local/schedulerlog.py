@@ -25,7 +25,7 @@ from pathlib import Path
 import pandas as pd
 
 from ...model.names import DEFAULT_SCHEDULER
-from ...sim.explain import Explanation
+from ...sim.explain import NOT_EVALUATED, Explanation, batched_note
 from ..account import ONLY_THE_SIM_HAS_TABLES
 
 #: ``I1201 12:10:40.077865   31713 schedule_one.go:984] "message" key="value" key=value``
@@ -226,8 +226,11 @@ def explained(account: Explanation, attempt: Attempt | None, weights: dict[str, 
     if attempt is None or (not attempt.scores and attempt.node is None):
         return account  # never tried since the log began, or rejected before scoring
     feasible = set(attempt.scores) or ({attempt.node} if attempt.node else set())
+    # placed on opportunistic batching's hint: no other node was filtered (batch.go)
+    batched = bool(attempt.node) and not attempt.scores and attempt.hint == attempt.node
+    other = NOT_EVALUATED if batched else "infeasible"
     filters = pd.DataFrame.from_dict(
-        {n: {"result": "feasible" if n in feasible else "infeasible"} for n in nodes}, orient="index")
+        {n: {"result": "feasible" if n in feasible else other} for n in nodes}, orient="index")
     filters.index.name = "node"
     rows: dict[str, dict] = {}
     for node, plugins in attempt.scores.items():
@@ -246,9 +249,8 @@ def explained(account: Explanation, attempt: Attempt | None, weights: dict[str, 
         scores.index.name = "node"
         if ("total", "") in scores.columns:
             scores = scores.sort_values(("total", ""), ascending=False, kind="stable")
-    elif attempt.node and attempt.hint == attempt.node:
-        notes.append(f"opportunistic batching: the previous pod's ranking hinted {attempt.hint}, which "
-                     "passed the filters, so the scheduler checked no other node and skipped scoring")
+    elif batched and attempt.node:
+        notes.append(batched_note(attempt.node))
     elif attempt.node and attempt.feasible == 1:
         notes.append("only one feasible node: the scheduler skips scoring")
     notes.append(FROM_THE_LOG)
