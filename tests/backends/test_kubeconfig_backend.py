@@ -484,3 +484,247 @@ def test_reset_deletes_only_gpu_labs_namespace(lab, kube):
     )
     assert list(lab.schedule()["name"]) == ["again"]
     lab.reset(force=True)
+
+
+# ============================================= StatefulSets, DaemonSets, Services and policies
+
+
+class _Lists:
+    """Just enough of a client for the pod-set rule: fixed Pod and Node lists."""
+
+    def __init__(self, nodes: list[dict], pods: list[dict]):
+        self.items = {"Node": nodes, "Pod": pods}
+
+    def list(self, kind: str, namespace: str | None = None, **_kw) -> dict:
+        return {"items": self.items[kind]}
+
+
+def _daemon_pod(owner: str, node: str) -> dict:
+    pin = {"nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}]}
+    return {"metadata": {"name": f"{owner}-{node}", "namespace": "gpu-lab",
+                         "ownerReferences": [{"kind": "DaemonSet", "name": owner, "controller": True}]},
+            "spec": {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": pin}}}}
+
+
+@pytest.mark.parametrize("tolerate_all", [False, True])
+def test_a_daemonsets_expected_pods_come_from_the_clusters_real_nodes(tolerate_all):
+    # A kind cluster: the control-plane node is tainted NoSchedule, so the DaemonSet
+    # controller makes no pod for it unless the template tolerates the taint.
+    from gpu_lab.backends.podsets import PodSets
+    from gpu_lab.model.scenario import load_documents, parse_scenario
+
+    tolerations = "\n      tolerations: [{operator: Exists}]" if tolerate_all else ""
+    sc = parse_scenario(load_documents(
+        "apiVersion: apps/v1\nkind: DaemonSet\nmetadata: {name: probe, namespace: gpu-lab}\nspec:\n"
+        "  selector: {matchLabels: {app: probe}}\n  template:\n    metadata: {labels: {app: probe}}\n"
+        f"    spec:{tolerations}\n      containers: [{{name: c, image: x}}]\n"))
+    control = {"metadata": {"name": "lab-control-plane", "labels": {}},
+               "spec": {"taints": [{"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}]}}
+    workers = [{"metadata": {"name": f"lab-worker{i}", "labels": {}}, "spec": {}} for i in ("", "2")]
+    nodes = [control, *workers]
+    pods = [_daemon_pod("probe", "lab-worker")]
+    sets = PodSets(_Lists(nodes, pods))  # type: ignore[arg-type]
+    sets.add(sc.workloads)
+    assert not sets.settled()  # lab-worker2 has none yet
+    pods.append(_daemon_pod("probe", "lab-worker2"))
+    pods.append(_daemon_pod("other", "lab-control-plane"))  # another DaemonSet's pod does not count
+    assert sets.settled() is not tolerate_all
+    pods.append(_daemon_pod("probe", "lab-control-plane"))
+    assert sets.settled()
+
+
+PODSETS = """
+apiVersion: v1
+kind: Service
+metadata: {name: shards}
+spec:
+  selector: {app: shard}
+  ports: [{port: 80}]
+---
+apiVersion: apps/v1
+kind: StatefulSet
+metadata: {name: shard}
+spec:
+  serviceName: shards
+  podManagementPolicy: Parallel
+  replicas: 2
+  selector: {matchLabels: {app: shard}}
+  template:
+    metadata: {labels: {app: shard}}
+    spec: {containers: [{name: c, image: x, resources: {limits: {nvidia.com/gpu: 2}}}]}
+---
+apiVersion: apps/v1
+kind: StatefulSet
+metadata: {name: big}
+spec:
+  replicas: 3
+  selector: {matchLabels: {app: big}}
+  template:
+    metadata: {labels: {app: big}}
+    spec: {containers: [{name: c, image: x, resources: {limits: {nvidia.com/gpu: 16}}}]}
+---
+apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: probe}
+spec:
+  selector: {matchLabels: {app: probe}}
+  template:
+    metadata: {labels: {app: probe}}
+    spec:
+      nodeSelector: {nvidia.com/gpu.present: "true"}
+      tolerations: [{operator: Exists}]
+      containers: [{name: c, image: x, resources: {requests: {cpu: 100m}}}]
+"""
+
+POLICIES = """
+apiVersion: v1
+kind: ResourceQuota
+metadata: {name: gpus}
+spec:
+  hard: {requests.nvidia.com/gpu: "4"}
+---
+apiVersion: v1
+kind: LimitRange
+metadata: {name: cpu-default}
+spec:
+  limits:
+  - type: Container
+    defaultRequest: {cpu: 250m}
+---
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata: {name: train}
+spec:
+  minAvailable: 1
+  selector: {matchLabels: {app: train}}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: train}
+spec:
+  replicas: 3
+  selector: {matchLabels: {app: train}}
+  template:
+    metadata: {labels: {app: train}}
+    spec: {containers: [{name: c, image: x, resources: {limits: {nvidia.com/gpu: 2}}}]}
+"""
+
+OVER_QUOTA = ("apiVersion: v1\nkind: Pod\nmetadata: {name: extra}\n"
+              "spec: {containers: [{name: c, image: x, resources: {limits: {nvidia.com/gpu: 1}}}]}\n")
+
+
+def _sim_of_this_cluster():
+    """The simulator with Nodes as this module's stand-in nodes look."""
+    import yaml
+
+    import gpu_lab
+
+    docs = []
+    for name, (labels, extra) in NODES.items():
+        capacity = {**BASE, **extra}
+        docs.append({"apiVersion": "v1", "kind": "Node",
+                     "metadata": {"name": name, "labels": {**labels, "kubernetes.io/hostname": name}},
+                     "status": {"capacity": capacity, "allocatable": capacity}})
+    sim = gpu_lab.connect("sim")
+    sim.apply(yaml.safe_dump_all(docs))
+    return sim
+
+
+def _heartbeat(kube) -> None:
+    """The stand-in nodes post a fresh status and Lease, as their kubelets would: node
+    lifecycle would otherwise taint them unreachable once the first Lease expired."""
+    for name, (_labels, extra) in NODES.items():
+        _post_status(kube, name, extra)
+    deadline = time.monotonic() + 30
+    while any(n["spec"].get("taints") for n in kube.list("Node")["items"]):
+        assert time.monotonic() < deadline, "nodes still tainted after a heartbeat"
+        time.sleep(0.2)
+
+
+def _placements(frame) -> set[tuple[str, str | None, str]]:
+    """(pod, node, message), a DaemonSet's pods by their DaemonSet (their names are random)."""
+    return {(n.rsplit("-", 1)[0] if n.startswith("probe-") else n, node, message)
+            for n, node, message in zip(frame["name"], frame["node"], frame["message"], strict=True)}
+
+
+@controlplane
+def test_statefulsets_daemonsets_and_services_place_as_on_the_sim(lab, kube):
+    lab.reset(force=True)
+    _heartbeat(kube)
+    refs = lab.apply(PODSETS)  # returns: no wait for big-1, which OrderedReady never makes here
+    assert refs == ["service/gpu-lab/shards", "statefulset/gpu-lab/shard", "statefulset/gpu-lab/big",
+                    "daemonset/gpu-lab/probe"]
+    got = lab.schedule()
+    sim = _sim_of_this_cluster()
+    sim.apply(PODSETS)
+    want = sim.schedule()
+    assert _placements(got) == _placements(want)
+    pending = "0/3 nodes are available: 3 Insufficient nvidia.com/gpu."
+    assert {("shard-0", "gpu-h100-0", ""), ("shard-1", "gpu-h100-0", ""), ("probe", "gpu-h100-0", ""),
+            ("probe", "gpu-a100-0", "")} < _placements(got)
+    (big,) = [m for n, m in zip(got["name"], got["message"], strict=True) if n.startswith("big-")]
+    assert big.startswith(pending)  # big-0 pending; big-1 waits for it (OrderedReady)
+    assert sorted(got["name"])[:1] == ["big-0"] and len(got) == 5
+    svc = kube.get("Service", "shards", namespace="gpu-lab")
+    assert svc["spec"]["clusterIP"] and svc["spec"]["ports"][0]["targetPort"] == 80  # defaulted
+    # a DaemonSet pod deleted is made again: schedule() waits for it, by node
+    (gone,) = [n for n, node in zip(got["name"], got["node"], strict=True)
+               if n.startswith("probe-") and node == "gpu-a100-0"]
+    lab.delete(gone)
+    # no kubelet here to finish the graceful deletion; the controller replaces the pod only
+    # once it is gone, and schedule() waits until it has
+    kube.delete("Pod", gone, namespace="gpu-lab", grace_period_seconds=0, missing_ok=True)
+    again = lab.schedule()
+    assert ("probe", "gpu-a100-0", "") in _placements(again) and gone not in set(again["name"])
+
+
+@controlplane
+def test_quotas_limit_ranges_and_budgets_admit_as_on_the_sim(lab, kube):
+    lab.reset(force=True)
+    _heartbeat(kube)
+    refs = lab.apply(POLICIES)
+    assert refs == ["resourcequota/gpu-lab/gpus", "limitrange/gpu-lab/cpu-default",
+                    "poddisruptionbudget/gpu-lab/train", "deployment/gpu-lab/train"]
+    got = lab.schedule()  # two of three replicas: the third is over quota, never waited for
+    sim = _sim_of_this_cluster()
+    sim.apply(POLICIES)
+    want = sim.schedule()
+    assert len(got) == len(want) == 2
+    assert sorted(zip(got["node"], got["message"], got["requests"].map(sorted), strict=True)) == sorted(
+        zip(want["node"], want["message"], want["requests"].map(sorted), strict=True))
+    assert all(r == {"nvidia.com/gpu": "2", "cpu": "250m"} for r in got["requests"])  # LimitRanger's default
+    # the disruption controller's verdict: an int minAvailable expects the pods there are, and
+    # pods on these kubelet-less nodes never become Ready
+    st = kube.get("PodDisruptionBudget", "train", namespace="gpu-lab", api_version="policy/v1")["status"]
+    assert (st["currentHealthy"], st["desiredHealthy"], st["expectedPods"], st["disruptionsAllowed"]) == (0, 1, 2, 0)
+    # a bare pod over quota: the API server's refusal, word for word the sim's, nothing created
+    with pytest.raises(GpuLabError) as real:
+        lab.apply(OVER_QUOTA)
+    with pytest.raises(GpuLabError) as modelled:
+        sim.apply(OVER_QUOTA)
+    assert str(real.value) == str(modelled.value)
+    assert str(real.value).startswith('pods "extra" is forbidden: exceeded quota: gpus')
+    with pytest.raises(NotFound):
+        kube.get("Pod", "extra", namespace="gpu-lab")
+
+
+@controlplane
+def test_reset_removes_the_new_kinds_with_gpu_labs_namespace(lab, kube):
+    lab.reset(force=True)
+    _heartbeat(kube)
+    lab.apply(PODSETS)
+    lab.apply(POLICIES)
+    lab.schedule()
+    lab.reset(force=True)
+    with pytest.raises(NotFound):
+        kube.get("Namespace", "gpu-lab")
+    for kind, api in (("StatefulSet", None), ("DaemonSet", None), ("Service", None),
+                      ("ResourceQuota", None), ("LimitRange", None), ("PodDisruptionBudget", "policy/v1")):
+        left = [o["metadata"]["name"] for o in kube.list(kind, api_version=api)["items"]
+                if o["metadata"]["namespace"] == "gpu-lab"]
+        assert left == [], kind
+    assert kube.get("Service", "kubernetes", namespace="default")  # the API server's own stays
+    # nothing of them is waited for any more
+    lab.apply("apiVersion: v1\nkind: Pod\nmetadata: {name: after}\nspec: {containers: [{name: c, image: i}]}")
+    assert list(lab.schedule()["name"]) == ["after"]
+    lab.reset(force=True)

@@ -6,7 +6,9 @@ so the rules are strict and each one lives in one place:
 
 * Reading is free: ``pods()`` (gpu-lab's namespace), ``nodes()``, ``inventory()``,
   ``explain()``; constructing a session sends nothing but reads.
-* Workloads (Pod, Deployment, ReplicaSet, Job) go ONLY into gpu-lab's namespace
+* Workloads (Pod, Deployment, ReplicaSet, Job, StatefulSet, DaemonSet) and the objects
+  that shape them (Service, PodDisruptionBudget, ResourceQuota, LimitRange) go ONLY into
+  gpu-lab's namespace
   (``gpu-lab`` unless ``namespace=`` says otherwise), which ``apply`` creates and labels
   ``gpulab.dev/managed=true``. A manifest naming another namespace, a Namespace other than
   ours, a Node or NodePool, a PriorityClass or a KubeSchedulerConfiguration is refused
@@ -21,7 +23,11 @@ Objects are validated by the simulator's own admission code first (bad input fai
 same way on every backend), then dry-run on the API server, then created. The real
 kube-scheduler does the rest; ``schedule`` waits until it has placed or given up on
 every pod of the namespace, and ``explain`` reports its own words (the PodScheduled
-condition and FailedScheduling events).
+condition and FailedScheduling events). StatefulSets' and DaemonSets' pods are waited for
+by the rule every real-cluster backend shares (``backends.podsets``: a DaemonSet's count
+comes from the cluster's own nodes). ResourceQuota and LimitRange are the API server's
+admission, judged by the shared model first as on the local backend (a bare pod over quota
+refuses the apply with nothing created, in the API server's words).
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ import copy
 import os
 import time
 from pathlib import Path
+from typing import Any, cast
 
 import pandas as pd
 
@@ -39,10 +46,11 @@ from ...model.names import SYSTEM_NAMESPACES, TERMINAL_PHASES
 from ...model.scenario import load_documents, parse_scenario
 from ...model.validation import is_dns1123_label
 from ...sim.explain import Explanation
-from .. import batch
+from .. import batch, podsets
 from ..account import scheduler_account
 from ..apiobjects import condition, node_rows, pod_row
 from ..base import Session, Source
+from ..local import policyobjects
 from ..tables import NodeRow, PodRow
 from ..waiting import wait_settled
 from . import MANAGED_LABEL, OWNED_LABEL
@@ -53,6 +61,12 @@ WORKLOAD_KINDS = {
     ("apps/v1", "Deployment"),
     ("apps/v1", "ReplicaSet"),
     ("batch/v1", "Job"),
+    ("apps/v1", "StatefulSet"),
+    ("apps/v1", "DaemonSet"),
+    ("v1", "Service"),
+    ("policy/v1", "PodDisruptionBudget"),
+    ("v1", "ResourceQuota"),
+    ("v1", "LimitRange"),
 }
 _SETTLED_REASONS = ("Unschedulable", "SchedulingGated")
 
@@ -124,7 +138,8 @@ class KubeconfigSession(Session):
         self.namespace = namespace
         self.allow_node_changes = bool(allow_node_changes)
         self.timeout, self.settle = timeout, settle
-        self._expected_pods = 0
+        self._expected_pods = 0  # pods of Pods, Deployments, ReplicaSets and Jobs still expected
+        self._podsets = podsets.PodSets(self.client)  # StatefulSets and DaemonSets: their own rule
 
     def __repr__(self) -> str:
         return f"KubeconfigSession({self.client.server!r}, namespace={self.namespace!r})"
@@ -221,7 +236,8 @@ class KubeconfigSession(Session):
         if gvk not in WORKLOAD_KINDS:
             raise GpuLabError(
                 f'refusing to create {kind or "an object without kind"} "{name}": the kubeconfig '
-                "backend creates only Pods, Deployments, ReplicaSets and Jobs, in its own namespace"
+                "backend creates only Pods, Deployments, ReplicaSets, Jobs, StatefulSets, DaemonSets, "
+                "Services, PodDisruptionBudgets, ResourceQuotas and LimitRanges, in its own namespace"
             )
         ns = meta.get("namespace")
         if ns not in (None, "", self.namespace):
@@ -259,19 +275,48 @@ class KubeconfigSession(Session):
         )
         workloads = [d for d in docs if d.get("kind") != "Namespace"]
         self._ensure_namespace(ns_labels)
+        ours = self._in_namespace()
+        # LimitRanger and ResourceQuota judged by the shared model first, as on local: a bare
+        # pod over quota refuses the apply here; a controller's refused pods leave sc.pods
+        policyobjects.admit(ours, sc, workloads, self._wait)
         for doc in workloads:
             self.client.create(doc, namespace=self.namespace, dry_run=True)
         refs = [f"namespace/{self.namespace}"] if ns_labels is not None else []
+        policies_synced = False
         # in the order the simulator queues them, each controller's pods before the next (batch.py)
         for doc in batch.creation_order(workloads, sc.pods):
+            kind = doc.get("kind")
+            if kind in batch.POD_MAKERS and not policies_synced:
+                # quota and PDB status caught up, a new LimitRange applied: admission and
+                # preemption must not read a status on its way (policyobjects.py)
+                policies_synced = True
+                self._wait(lambda: policyobjects.synced(ours), "the quota and disruption controllers")
+                if sc.limit_ranges:
+                    self._wait(lambda: policyobjects.limit_ranges_applied(ours, {self.namespace}),
+                               "LimitRanger")
             created = self.client.create(doc, namespace=self.namespace)
-            refs.append(f"{doc['kind'].lower()}/{self.namespace}/{created['metadata']['name']}")
-            if doc.get("kind") in batch.POD_MAKERS:
+            name = created["metadata"]["name"]
+            refs.append(f"{str(kind).lower()}/{self.namespace}/{name}")
+            if kind in podsets.KINDS:
+                # their controllers' pods by the shared rule (a DaemonSet's: one per real node)
+                record = next(r for r in sc.workloads if r["kind"] == kind and r["name"] == name)
+                one = podsets.PodSets(self.client)
+                one.add([record])
+                self._wait(one.settled, f"the {kind} controller to create the pods of "
+                                        f"{str(kind).lower()}/{self.namespace}/{name}")
+                self._podsets.add([record])
+            elif kind in batch.POD_MAKERS:
                 self._expected_pods += len(batch.pods_of(doc, sc.pods))
-                if doc.get("kind") != "Pod":
-                    self._wait(lambda: len(self._our_pods()) >= self._expected_pods,
+                if kind != "Pod":
+                    self._wait(lambda: len(self._counted_pods()) >= self._expected_pods,
                                "controllers to create pods")
         return refs
+
+    def _in_namespace(self) -> KubeClient:
+        """The client as the shared policy code sees it: its lists confined to gpu-lab's
+        namespace (quotas, PDBs, limit ranges and the pods they count are all here; the
+        cluster's other namespaces are not ours to read)."""
+        return cast(KubeClient, _Namespaced(self.client, self.namespace))
 
     # ---------------------------------------------------------- schedule
     def _our_pods(self) -> list[dict]:
@@ -290,9 +335,15 @@ class KubeconfigSession(Session):
         cond = condition(pod, "PodScheduled")
         return cond.get("reason") in _SETTLED_REASONS and not status.get("nominatedNodeName")
 
+    def _counted_pods(self) -> list[dict]:
+        """Our pods but StatefulSets' and DaemonSets' (their controllers' rule counts those)."""
+        return [p for p in self._our_pods() if not podsets.owned_by_podset(p)]
+
     def _settled(self) -> bool:
         pods = self._our_pods()
-        return len(pods) >= self._expected_pods and all(self.scheduler_done(p) for p in pods)
+        counted = sum(1 for p in pods if not podsets.owned_by_podset(p))
+        return (counted >= self._expected_pods and all(self.scheduler_done(p) for p in pods)
+                and self._podsets.settled())
 
     def schedule(self) -> pd.DataFrame:
         """Wait until the real scheduler has placed (or given up on) every pod of gpu-lab's
@@ -409,6 +460,7 @@ class KubeconfigSession(Session):
         namespace is gone."""
         ns = self._namespace()
         self._expected_pods = 0
+        self._podsets.reset()
         if ns is None:
             return
         self._check_managed(ns)
@@ -431,3 +483,17 @@ class KubeconfigSession(Session):
             self._wait(gone, f'namespace "{self.namespace}" to be deleted')
         elif force:
             gone()
+
+
+class _Namespaced:
+    """A :class:`KubeClient` whose namespace-less ``list`` means gpu-lab's namespace, not
+    all of them; everything else goes to the client as it is."""
+
+    def __init__(self, client: KubeClient, namespace: str) -> None:
+        self._client, self._namespace = client, namespace
+
+    def list(self, kind: str, namespace: str | None = None, **kw: Any) -> dict:
+        return self._client.list(kind, namespace=namespace or self._namespace, **kw)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
