@@ -159,11 +159,22 @@ def test_kind_config_is_one_control_plane_and_one_worker_per_node(plan, scenario
 def test_kind_config_runs_without_kube_proxy_or_cni_daemon_on_cgroup_v1_too(plan):
     cfg = plan.config
     assert cfg["networking"] == {"disableDefaultCNI": True, "kubeProxyMode": "none"}
-    assert [yaml.safe_load(p) for p in cfg["kubeadmConfigPatches"]] == [
-        {"kind": "KubeletConfiguration", "failCgroupV1": False}
-    ]
+    assert [yaml.safe_load(p) for p in cfg["kubeadmConfigPatches"]][0] == {
+        "kind": "KubeletConfiguration", "failCgroupV1": False}
     assert list(cfg) == ["kind", "apiVersion", "name", "networking", "kubeadmConfigPatches",
                          "nodes"]
+
+
+def test_kubeadms_scheduler_logs_its_scores_with_the_local_backends_vmodule(plan):
+    """kubeadm v1beta4's scheduler.extraArgs (a list of name/value pairs) carry the very flag
+    the local control plane gives kube-scheduler, so explain reads scores on kind too."""
+    from gpu_lab.backends.local.flags import SCORE_LOG_VMODULE
+
+    patch = yaml.safe_load(plan.config["kubeadmConfigPatches"][1])
+    assert patch == {"apiVersion": "kubeadm.k8s.io/v1beta4", "kind": "ClusterConfiguration",
+                     "scheduler": {"extraArgs": [{"name": "vmodule", "value": "schedule_one=10,batch=3"}]}}
+    (arg,) = patch["scheduler"]["extraArgs"]
+    assert f"--{arg['name']}={arg['value']}" == SCORE_LOG_VMODULE
 
 
 def test_each_worker_registers_under_its_scenario_node_name(plan, scenario):
@@ -695,6 +706,11 @@ def test_up_reuses_a_cluster_with_the_same_nodes_and_refuses_other_nodes(tmp_pat
         KindCluster(NAME, root=tmp_path, repo=REPO, runner=again.runner()).up(
             "apiVersion: v1\nkind: Node\nmetadata: {name: n1}\n", progress=None
         )
+    older = yaml.safe_load((tmp_path / "kind" / NAME / "kind-config.yaml").read_text())
+    older["kubeadmConfigPatches"] = older["kubeadmConfigPatches"][:1]  # before the score log
+    (tmp_path / "kind" / NAME / "kind-config.yaml").write_text(kc.dump(older))
+    with pytest.raises(KindError, match="was made with an older gpu-lab's kind config: run `gpu-lab down"):
+        KindCluster(NAME, root=tmp_path, repo=REPO, runner=again.runner()).up(scenario, progress=None)
     stranger = FakeShell(answers={("kind", "get", "clusters"): (0, "kind\n", "")})
     with pytest.raises(KindError, match="exists but gpu-lab did not make it"):
         KindCluster("kind", root=tmp_path, repo=REPO, runner=stranger.runner()).up(

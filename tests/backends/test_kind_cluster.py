@@ -17,11 +17,13 @@ import time
 import uuid
 
 import pytest
+import yaml
 
 import gpu_lab
 from gpu_lab.backends.kind import build as kind_build
 from gpu_lab.backends.kind import commands as cmd
 from gpu_lab.backends.kind.session import show_devices_pod
+from gpu_lab.fidelity import mirror_documents, real_choices, replaying
 from tests.realcluster import require_kind
 
 pytestmark = pytest.mark.kind
@@ -260,6 +262,51 @@ def test_scheduling_on_kind_matches_the_sim(lab, sim):
     exp = lab.explain("too-many")
     assert "Insufficient nvidia.com/gpu" in str(exp)
     lab.reset()
+
+
+def test_explain_carries_the_real_schedulers_scores_and_they_equal_the_sims(lab, tmp_path):
+    """kubeadm's kube-scheduler runs with the local backend's --vmodule, so explain reads its
+    own per-plugin scores from its log, weighted as its /configz says, in the sim's shape. A
+    GPU pod that does not tolerate the H100 taint fits two nodes (t4-0 time-sliced, h200-0
+    MIG single); the sim, given the same cluster (the API server's Nodes and system pods),
+    scores both the same, plugin by plugin. Equal totals are a tie the real scheduler broke:
+    the sim takes its node (fidelity's replay), so the chosen node is compared too."""
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "scored"},
+           "spec": {"containers": [{"name": "c", "image": "app", "resources": {
+               "requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"nvidia.com/gpu": 1}}}]}}
+    lab.reset()
+    lab.apply([pod])
+    lab.schedule()
+    real = lab.explain("scored").to_dict()
+    s = gpu_lab.connect("sim", seed=0)
+    s.apply(mirror_documents(lab.client, lab.namespace))
+    with replaying(real_choices(lab, ["scored"]), ["scored"]):
+        s.apply([pod])
+        s.schedule()
+    model = s.explain("default/scored").to_dict()
+    lab.reset()
+
+    def scored(d):
+        return {n["name"]: ({p: v["weighted"] for p, v in n["scores"].items() if v["weighted"]}, n["total"])
+                for n in d["nodes"] if n.get("scores")}
+
+    assert set(scored(real)) == {"t4-0", "h200-0"}
+    assert scored(real) == scored(model)
+    assert real["node"] == model["node"] in ("t4-0", "h200-0")
+    assert {n["name"] for n in real["nodes"] if n["result"] == "infeasible"} == {
+        "h100-0", "a100-0", f"{lab.cluster.name}-control-plane"}
+    t4 = next(n for n in real["nodes"] if n["name"] == "t4-0")["scores"]
+    # weights from the running scheduler's /configz: TaintToleration 3, NodeResourcesFit 1
+    assert t4["TaintToleration"] == {"normalized": 100, "weighted": 300}
+    assert t4["NodeResourcesFit"]["weighted"] == t4["NodeResourcesFit"]["normalized"] > 0
+    # the command line says the same (a new session: the log read from its start)
+    (tmp_path / "pod.yaml").write_text(yaml.safe_dump(pod))
+    res = subprocess.run([sys.executable, "-m", "gpu_lab.cli", "explain", str(tmp_path / "pod.yaml"), "scored",
+                          "--backend", "kind", "--name", lab.cluster.name, "--json"],
+                         capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "GPU_LAB_HOME": str(lab.cluster.dir.parent.parent)})
+    assert res.returncode == 0, res.stderr
+    assert scored(json.loads(res.stdout)) == scored(real)
 
 
 def test_kubeconfig_command_prints_the_clusters_kubeconfig(lab):

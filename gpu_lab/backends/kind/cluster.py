@@ -234,9 +234,13 @@ class KindCluster:
                 raise KindError(f"a kind cluster {self.name!r} exists but gpu-lab did not make "
                                 f"it (no {self.paths['config']}): pick another --name")
             if old != plan.config_text:
-                raise KindError(f"the kind cluster {self.name!r} has other nodes than this "
-                                f"scenario: run `gpu-lab down --backend kind --name {self.name}` "
-                                "first")
+                # same nodes, other settings: made by an earlier gpu-lab (e.g. before its
+                # scheduler logged scores)
+                same_nodes = (yaml.safe_load(old) or {}).get("nodes") == plan.config["nodes"]
+                why = ("was made with an older gpu-lab's kind config" if same_nodes
+                       else "has other nodes than this scenario")
+                raise KindError(f"the kind cluster {self.name!r} {why}: run "
+                                f"`gpu-lab down --backend kind --name {self.name}` first")
             say(f"kind cluster {self.name!r} exists: reusing it")
         for w in plan.warnings:
             say(f"warning: {w}")

@@ -23,7 +23,10 @@ The node image is gpu-lab's own build of Kubernetes v1.37.2 (``gpu-lab kind buil
 ``build``): no image can be pulled here, and kind publishes no v1.37.2 node image. The
 clusters run without kube-proxy and with no CNI daemon (``networking``: containerd writes each
 node's pod network config), and tell the kubelet that a cgroup v1 host is fine
-(``failCgroupV1: false``, still honoured by v1.37; kind itself only warns).
+(``failCgroupV1: false``, still honoured by v1.37; kind itself only warns). kubeadm's
+kube-scheduler gets the local control plane's ``--vmodule`` (``scheduler_extra_args``), so it
+logs every score plugin's weighted score per node and explain shows the real scheduler's own
+arithmetic on kind too (``scheduler.py``).
 """
 
 from __future__ import annotations
@@ -38,8 +41,12 @@ from ...errors import GpuLabError
 from ...model.nodepool import POOL_LABEL
 from ...model.objects import Node, Taint
 from ..kubeconfig import OWNED_LABEL
+from ..local.flags import SCORE_LOG_VMODULE
 
 API_VERSION = "kind.x-k8s.io/v1alpha4"
+#: the kubeadm configuration kind v0.33 writes for Kubernetes v1.37 (extraArgs: a list of
+#: name/value pairs, which kind merges with its own)
+KUBEADM_API_VERSION = "kubeadm.k8s.io/v1beta4"
 KIND_RELEASE = "v0.33.0"
 KIND_MIN_VERSION = (0, 33, 0)
 KUBERNETES_VERSION = "v1.37.2"
@@ -152,6 +159,13 @@ def plan_workers(cluster: str, nodes: list[Node]) -> list[Worker]:
     return workers
 
 
+def scheduler_extra_args() -> list[dict[str, str]]:
+    """kube-scheduler's extra flags, in kubeadm v1beta4's form: the local control plane's own
+    ``--vmodule`` (schedule_one.go at verbosity 10: each plugin's score for each node)."""
+    name, value = SCORE_LOG_VMODULE.removeprefix("--").split("=", 1)
+    return [{"name": name, "value": value}]
+
+
 def kind_config(cluster: str, workers: list[Worker], image: str = NODE_IMAGE) -> dict[str, Any]:
     """The ``kind create cluster --config`` document."""
     check_name(cluster)
@@ -166,8 +180,11 @@ def kind_config(cluster: str, workers: list[Worker], image: str = NODE_IMAGE) ->
         "apiVersion": API_VERSION,
         "name": cluster,
         "networking": {"disableDefaultCNI": True, "kubeProxyMode": "none"},
-        "kubeadmConfigPatches": [yaml.safe_dump(
-            {"kind": "KubeletConfiguration", "failCgroupV1": False}, sort_keys=False)],
+        "kubeadmConfigPatches": [
+            yaml.safe_dump({"kind": "KubeletConfiguration", "failCgroupV1": False}, sort_keys=False),
+            yaml.safe_dump({"apiVersion": KUBEADM_API_VERSION, "kind": "ClusterConfiguration",
+                            "scheduler": {"extraArgs": scheduler_extra_args()}}, sort_keys=False),
+        ],
         "nodes": nodes,
     }
 

@@ -12,7 +12,9 @@ are the same, refused with one line when they differ); its PriorityClasses are c
 (labelled ``gpulab.dev/managed=true`` and deleted by ``reset``); workloads go to gpu-lab's
 namespace as on the kubeconfig backend; node changes (labels, taints, cordon) are allowed,
 every node carrying ``gpulab.dev/owned=true``. A KubeSchedulerConfiguration is refused: the
-kind cluster runs kubeadm's kube-scheduler with its defaults.
+kind cluster runs kubeadm's kube-scheduler with its defaults. ``explain`` adds to the pod's
+condition and events the real scheduler's own filter result and per-plugin scores, read from
+its log (``scheduler.py``), in the sim's shape, as on the local backend.
 
 No image can be pulled here, so by default (``placeholder_images=True``) every container whose
 image is not gpu-lab's own runs gpu-lab's image (``gpu-lab/fake-device-plugin``, loaded on
@@ -43,11 +45,15 @@ from ..apiobjects import pod_row
 from ..base import Source
 from ..kubeconfig import MANAGED_LABEL
 from ..kubeconfig.session import KubeconfigSession
+from ..local import schedulerlog
 from .cluster import KindCluster
-from .config import DEFAULT_NAME
+from .config import DEFAULT_NAME, kind_node_names
 from .manifests import IMAGE, NAMESPACE, PLUGIN_STOPPED_LABEL
+from .scheduler import SchedulerLog, configz
 
 NODE_KINDS = ("Node", "NodePool")
+#: what the kubelet says while it is still creating a pod's containers
+STARTING = ("ContainerCreating", "PodInitializing")
 
 
 class KindSession(KubeconfigSession):
@@ -61,6 +67,9 @@ class KindSession(KubeconfigSession):
         self.placeholder_images = placeholder_images
         self._env_cache: dict[str, str] = {}  # container ID -> NVIDIA_VISIBLE_DEVICES
         self._connected = False
+        self._scheduler_log: SchedulerLog | None = None
+        self._scheduler_config: dict | None = None  # kubeadm's scheduler never changes it
+        self._log_mark = 0  # where this session's part of the scheduler log begins (reset)
         if self.cluster.kubeconfig().exists():
             self._open(namespace, timeout, settle)
         else:  # no cluster yet: the first apply with nodes makes one
@@ -77,6 +86,7 @@ class KindSession(KubeconfigSession):
         super().__init__(client=client, allow_node_changes=True, namespace=namespace,
                          timeout=timeout, settle=settle)
         self._connected = True
+        self._scheduler_log = SchedulerLog(client)
 
     def _require_cluster(self) -> None:
         if not self._connected:
@@ -137,6 +147,33 @@ class KindSession(KubeconfigSession):
         super().reset(force=force, wait=wait)
         for pc in self.client.list("PriorityClass", label_selector=f"{MANAGED_LABEL}=true")["items"]:
             self.client.delete("PriorityClass", pc["metadata"]["name"], missing_ok=True)
+        self._log_mark = self._log().mark()
+
+    # ----------------------------------------------------------- explain
+    def _log(self) -> SchedulerLog:
+        self._require_cluster()
+        assert self._scheduler_log is not None  # made with the client
+        return self._scheduler_log
+
+    def _effective_scheduler_config(self) -> dict:
+        if self._scheduler_config is None:
+            self._scheduler_config = configz(kind_node_names(self.cluster.name, 0)[0])
+        return self._scheduler_config
+
+    def explain(self, pod: str):
+        """The real scheduler's account of a pod (its PodScheduled condition and events) with
+        the filter result and per-plugin scores of its latest attempt, as kube-scheduler
+        logged them (weights from its own /configz)."""
+        self._require_cluster()
+        return schedulerlog.explain(
+            super().explain(pod), self._log().attempts(), self._effective_scheduler_config,
+            lambda: [n["metadata"]["name"] for n in self.client.list("Node")["items"]])
+
+    def _scheduling_history(self) -> list[schedulerlog.Attempt]:
+        """The real scheduler's attempts at gpu-lab's pods since the last reset, in order
+        (fidelity.py replays its choices among equal totals on the sim)."""
+        ours = f"{self.namespace}/"
+        return [a for a in self._log().history(self._log_mark) if a.pod.startswith(ours)]
 
     # ------------------------------------------------------- the plugin
     def _plugin_pods(self, node: str) -> list[dict]:
@@ -211,6 +248,20 @@ class KindSession(KubeconfigSession):
 
     def _node_rows(self):
         return super()._node_rows() if self._connected else []
+
+    @staticmethod
+    def scheduler_done(pod: dict) -> bool:
+        """Done with as on a kubeconfig cluster, and a bound pod's kubelet has started it or
+        says why it cannot (ErrImagePull, ...): a real kubelet takes a moment to create the
+        containers, and until then the pod is still Pending, which would read as waiting."""
+        if not KubeconfigSession.scheduler_done(pod):
+            return False
+        status = pod.get("status") or {}
+        if not (pod.get("spec") or {}).get("nodeName") or status.get("phase") != "Pending":
+            return True
+        states = [s.get("state") or {} for key in ("initContainerStatuses", "containerStatuses")
+                  for s in status.get(key) or []]
+        return any((st.get("waiting") or {}).get("reason") not in (None, *STARTING) for st in states)
 
     def schedule(self):
         self._require_cluster()

@@ -3,11 +3,13 @@
 kube-scheduler v1.37.2 logs, at verbosity 10 in ``pkg/scheduler/schedule_one.go``, every
 score plugin's weighted score for every node it scored ("Plugin scored node for pod") and
 each node's total ("Calculated node's final score for pod"); at verbosity 2 and 4 the same
-file says when it tries a pod, binds it or gives up. The local control plane raises klog's
-verbosity for that file alone (``--vmodule=schedule_one=10``, and ``batch=3`` for the
-node hints of opportunistic batching), so these numbers come from
-the scheduler's code, not from gpu-lab's model of it: the sim's explain can be checked
-against them.
+file says when it tries a pod, binds it or gives up. Both backends that run kube-scheduler
+raise klog's verbosity for that file alone (``--vmodule=schedule_one=10``, and ``batch=3`` for
+the node hints of opportunistic batching: the local control plane's flag, which the kind
+config gives kubeadm's scheduler too), so these numbers come from the scheduler's code, not
+from gpu-lab's model of it: the sim's explain can be checked against them. Each backend reads
+the log its own way (local: the process's log file; kind: the static pod's log through the API
+server) and explains a pod with :func:`explain`.
 
 The log holds every attempt; a pod's account is its latest one. A pod group's members
 are scored inside the group's cycle, which logs no "About to try" line: a new round of
@@ -19,6 +21,7 @@ from __future__ import annotations
 import datetime as dt
 import math
 import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -255,6 +258,20 @@ def explained(account: Explanation, attempt: Attempt | None, weights: dict[str, 
         notes.append("only one feasible node: the scheduler skips scoring")
     notes.append(FROM_THE_LOG)
     return replace(account, filters=filters, scores=scores, notes=notes)
+
+
+def explain(account: Explanation, attempts: Mapping[str, Attempt], config: Callable[[], dict],
+            nodes: Callable[[], list[str]]) -> Explanation:
+    """How a backend that runs kube-scheduler explains a pod: ``account`` (its condition and
+    events) with the tables of its latest attempt in ``attempts`` (read from the scheduler's
+    log), the score weights of its profile in ``config()`` (the scheduler's completed
+    configuration) and every node of ``nodes()``. The configuration and the nodes are asked
+    for only when the log has an attempt of the pod."""
+    attempt = attempts.get(account.pod)
+    if attempt is None:
+        return account
+    weights = profile_weights(config(), account.profile or DEFAULT_SCHEDULER)
+    return explained(account, attempt, weights, sorted(nodes()))
 
 
 def profile_weights(config: dict, scheduler_name: str) -> dict[str, int]:

@@ -24,7 +24,7 @@ from ...gpus.reconfigure import reconfigure
 from ...kube import ApiError
 from ...kubelet import agentprocess
 from ...model import arguments as args
-from ...model.names import DEFAULT_SCHEDULER, SYSTEM_NAMESPACES
+from ...model.names import SYSTEM_NAMESPACES
 from ...model.names import TERMINAL_PHASES as _TERMINAL
 from ...model.nodepool import MIG_CONFIG_LABEL, MIG_STATE_LABEL
 from ...model.podgroup import API_VERSION as POD_GROUP_API
@@ -349,14 +349,10 @@ class LocalSession(Session):
         per-plugin scores of its latest attempt as kube-scheduler logged them."""
         args.check_name(pod, "explain", "pod")
         ns, name = pod.split("/", 1) if "/" in pod else ("default", pod)
-        account = scheduler_account(self.client, ns, name)
-        attempt = schedulerlog.read(self.cluster.log_path(SCHEDULER)).get(f"{ns}/{name}")
-        if attempt is None:
-            return account
-        weights = schedulerlog.profile_weights(self.cluster.effective_scheduler_config(),
-                                               account.profile or DEFAULT_SCHEDULER)
-        nodes = sorted(n["metadata"]["name"] for n in self.client.list("Node")["items"])
-        return schedulerlog.explained(account, attempt, weights, nodes)
+        return schedulerlog.explain(
+            scheduler_account(self.client, ns, name), schedulerlog.read(self.cluster.log_path(SCHEDULER)),
+            self.cluster.effective_scheduler_config,
+            lambda: [n["metadata"]["name"] for n in self.client.list("Node")["items"]])
 
     # ------------------------------------------------------- device plugins
     def _agent_for(self, node: str):
