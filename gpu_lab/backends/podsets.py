@@ -6,11 +6,14 @@ cluster between two of their steps: a DaemonSet has a pod for every node it shou
 (``model.daemonset.should_run``, the controller's rule, over the API server's own Nodes,
 so the count follows the cluster's real nodes, a kind control plane's taints included); a
 StatefulSet has its pods up to the first that is not Running and Ready (OrderedReady) or
-all of them (Parallel).
+all of them (Parallel). A controller whose create the API server refused (a ResourceQuota,
+a LimitRange) has reported ``FailedCreate`` on its object: it is done until something
+changes, as the sim's controller is, so the wait ends instead of running out.
 """
 
 from __future__ import annotations
 
+from ..errors import NotFound
 from ..kube import KubeClient
 from ..model.daemonset import should_run
 from ..model.objects import Taint
@@ -47,9 +50,19 @@ class PodSets:
         for r in self.records:
             pods = [p for p in by_ns[r["namespace"]] if _owned(p, r)]
             done = _daemonset_done(r, pods, nodes) if r["kind"] == "DaemonSet" else _statefulset_done(r, pods)
-            if not done:
+            if not done and not self._create_refused(r):
                 return False
         return True
+
+    def _create_refused(self, record: dict) -> bool:
+        """The controller's last create for this object (this one: its uid) was refused."""
+        try:
+            uid = self.client.get(record["kind"], record["name"], namespace=record["namespace"])["metadata"]["uid"]
+        except NotFound:
+            return False
+        events = self.client.list("Event", namespace=record["namespace"],
+                                  field_selector=f"involvedObject.uid={uid}")["items"]
+        return any(e.get("reason") == "FailedCreate" for e in events)
 
 
 def owned_by_podset(pod: dict) -> bool:

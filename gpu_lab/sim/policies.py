@@ -112,10 +112,14 @@ class Policies:
             return None
 
     def refused(self, pod: Pod, message: str) -> None:
-        """The controller's ``FailedCreate`` event (``Error creating: <the API server's words>``)."""
+        """The controller's ``FailedCreate`` event: ``Error creating: <the API server's words>``
+        from the controllers that create through ``RealPodControl`` (controller_utils.go), the
+        StatefulSet controller's own wording from ``recordPodEvent`` (stateful_pod_control.go)."""
         if pod.owner_kind is not None:
-            self.failed_creates.append((pod.owner_kind, pod.namespace, pod.owner_name or "",
-                                        f"Error creating: {message}"))
+            owner = pod.owner_name or ""
+            text = (f"Create Pod {pod.name} in StatefulSet {owner} failed error: {message}"
+                    if pod.owner_kind == "StatefulSet" else f"Error creating: {message}")
+            self.failed_creates.append((pod.owner_kind, pod.namespace, owner, text))
 
     # ------------------------------------------------------------ disruption budgets
     def disruption_budgets(self) -> list[tuple[DisruptionBudget, int]]:
