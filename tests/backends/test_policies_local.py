@@ -15,7 +15,7 @@ import yaml
 from realcluster import private_lab
 
 import gpu_lab
-from gpu_lab.backends.local import policyobjects
+from gpu_lab.backends import policyobjects
 from gpu_lab.kube import ApiError
 from gpu_lab.model.scenario import load_documents, parse_scenario
 

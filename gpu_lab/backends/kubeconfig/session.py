@@ -46,11 +46,10 @@ from ...model.names import SYSTEM_NAMESPACES, TERMINAL_PHASES
 from ...model.scenario import load_documents, parse_scenario
 from ...model.validation import is_dns1123_label
 from ...sim.explain import Explanation
-from .. import batch, podsets
+from .. import batch, podsets, policyobjects
 from ..account import scheduler_account
 from ..apiobjects import condition, node_rows, pod_row
 from ..base import Session, Source
-from ..local import policyobjects
 from ..tables import NodeRow, PodRow
 from ..waiting import wait_settled
 from . import MANAGED_LABEL, OWNED_LABEL

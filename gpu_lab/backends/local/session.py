@@ -31,13 +31,13 @@ from ...model.podgroup import API_VERSION as POD_GROUP_API
 from ...model.scenario import load_documents, parse_scenario
 from ...sim.explain import Explanation
 from ...sim.profile import load_scheduler_config
-from .. import batch
+from .. import batch, policyobjects
 from ..account import scheduler_account
 from ..apiobjects import condition, node_rows, pod_row
 from ..base import Session, Source
 from ..tables import NodeRow, PodRow
 from ..waiting import wait_settled
-from . import draobjects, jobtable, kueueobjects, podsets, policyobjects, schedulerlog
+from . import draobjects, jobtable, kueueobjects, podsets, schedulerlog
 from .cluster import LocalCluster
 from .components import SCHEDULER
 from .kueue import enabled as kueue_enabled

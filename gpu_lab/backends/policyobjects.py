@@ -1,4 +1,4 @@
-"""PodDisruptionBudgets, ResourceQuotas and LimitRanges on the local backend.
+"""PodDisruptionBudgets, ResourceQuotas and LimitRanges on a real API server (local, kubeconfig, kind).
 
 The real API server enforces them (LimitRanger and ResourceQuota are admission plugins it
 enables by default) and the real controller-manager keeps their status (the resourcequota
@@ -25,16 +25,16 @@ import contextlib
 from collections.abc import Callable
 from typing import Any
 
-from ...errors import GpuLabError
-from ...kube import ApiError, KubeClient
-from ...model.disruptionbudget import PodView, parse_disruption_budget, status
-from ...model.limitrange import ANNOTATION, parse_limit_range
-from ...model.limitrange import admit as limit_range_admit
-from ...model.names import TERMINAL_PHASES
-from ...model.objects import Pod, compute_pod_requests
-from ...model.parse import Forbidden, internal_resources
-from ...model.resourcequota import Ledger, from_status, matched, parse_resource_quota, used_by
-from .. import batch
+from ..errors import GpuLabError
+from ..kube import ApiError, KubeClient
+from ..model.disruptionbudget import PodView, parse_disruption_budget, status
+from ..model.limitrange import ANNOTATION, parse_limit_range
+from ..model.limitrange import admit as limit_range_admit
+from ..model.names import TERMINAL_PHASES
+from ..model.objects import Pod, compute_pod_requests
+from ..model.parse import Forbidden, internal_resources
+from ..model.resourcequota import Ledger, from_status, matched, parse_resource_quota, used_by
+from . import batch
 
 KINDS = ("PodDisruptionBudget", "ResourceQuota", "LimitRange")
 POLICY_API = "policy/v1"
@@ -47,7 +47,7 @@ def _api_version(kind: str) -> str:
 
 def _pod(raw: dict) -> Pod:
     """What quota counts of a pod the API server holds (its requests already defaulted)."""
-    from ...model.parse import _container
+    from ..model.parse import _container
 
     meta, spec = raw.get("metadata") or {}, raw.get("spec") or {}
     pod = Pod(namespace=meta.get("namespace", "default"), name=meta.get("name", ""),
