@@ -23,6 +23,7 @@ ALLOWED_LESSONS = {
     "00_start_here.ipynb", "01_device_plugin.ipynb", "02_mig.ipynb", "03_time_slicing_mps.ipynb",
     "04_bin_packing.ipynb", "05_scheduler_profiles.ipynb", "06_autoscaling_cost.ipynb",
     "07_gang_scheduling.ipynb", "08_gpu_utilisation.ipynb", "09_dra.ipynb", "10_interview.ipynb",
+    "11_sharing_gpus.ipynb",
 }
 EXPORT_KEYS = ["id", "topic", "level", "question", "answer", "follow_ups", "lesson"]
 
