@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import itertools
 from collections import Counter
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from itertools import compress
 from operator import attrgetter
@@ -150,6 +151,11 @@ class Plugin:
     # --- phases (overridden by plugins that take part) ---------------
     def pre_filter(self, ctx: CycleContext) -> Status | None:
         """Return a rejection for every node, ``Status(SKIP)`` to skip Filter, or None."""
+        return None
+
+    def pre_filter_nodes(self, ctx: CycleContext) -> AbstractSet[str] | None:
+        """The node names of this plugin's PreFilterResult (the only nodes Filter runs on),
+        or None for every node. Asked only when ``pre_filter`` neither skipped nor rejected."""
         return None
 
     def filter(self, ctx: CycleContext) -> np.ndarray:

@@ -280,6 +280,9 @@ class Scheduler:
             return attempt.feasible
 
         passes = self._passes(ctx, profile, skipped, skipped_now)
+        within = self._pre_filter_result(ctx, profile, skipped, diagnosis)
+        if within is not None:
+            passes = passes & within
 
         # A pod nominated by an earlier preemption tries its node first, unscored; so does a
         # pod that OpportunisticBatching gives a hint (never a nominated one).
@@ -296,7 +299,27 @@ class Scheduler:
             attempt.evaluated = np.array([first])
             attempt.feasible = np.array([first])
             return attempt.feasible
-        return self._find_nodes_that_pass_filters(ctx, profile, skipped, passes, attempt)
+        return self._find_nodes_that_pass_filters(ctx, profile, skipped, passes, attempt, within)
+
+    def _pre_filter_result(self, ctx: CycleContext, profile: Profile, skipped: AbstractSet[str],
+                           diagnosis: Diagnosis) -> np.ndarray | None:
+        """The PreFilterResult (NodeAffinity's nodes pinned by metadata.name): a mask of the
+        only nodes Filter runs on, or None for all. Every other node is absent from the walk
+        and gets one status, naming the plugins that narrowed it (findNodesThatFitPod's
+        SetAbsentNodesStatus); they count in the FitError and preemption skips them."""
+        names: AbstractSet[str] | None = None
+        plugins: list[str] = []
+        for pl in profile.at("preFilter"):
+            got = None if pl.name in skipped else pl.pre_filter_nodes(ctx)
+            if got is not None:
+                plugins.append(pl.name)
+                names = got if names is None else names & got
+        if names is None:
+            return None
+        diagnosis.unschedulable_plugins.update(plugins)
+        diagnosis.absent_status = Status(UNRESOLVABLE, (f"node(s) didn't satisfy plugin(s) [{' '.join(sorted(plugins))}]",),
+                                         plugins[0])
+        return np.fromiter((n in names for n in self.snapshot.names), dtype=bool, count=len(self.snapshot))
 
     def _pre_filter(self, ctx: CycleContext, profile: Profile) -> tuple[Status | None, AbstractSet[str], tuple]:
         """PreFilter: the first rejection, every plugin that skips, and those that skipped this cycle only."""
@@ -321,21 +344,26 @@ class Scheduler:
         return passes
 
     def _find_nodes_that_pass_filters(self, ctx: CycleContext, profile: Profile, skipped: AbstractSet[str],
-                                      passes: np.ndarray, attempt: Attempt) -> np.ndarray:
+                                      passes: np.ndarray, attempt: Attempt,
+                                      within: np.ndarray | None = None) -> np.ndarray:
         """``findNodesThatPassFilters``: the feasible nodes from where the last cycle stopped,
-        up to ``numFeasibleNodesToFind``; the rejected ones' reasons in the diagnosis."""
+        up to ``numFeasibleNodesToFind``; the rejected ones' reasons in the diagnosis. With a
+        PreFilterResult (``within``) only its nodes are walked and given a status."""
         diagnosis = attempt.diagnosis
         assert diagnosis is not None
         n = len(self.snapshot)
         to_find = self.cache.num_to_find(profile, n, lambda: self._num_feasible_nodes_to_find(profile, n))
         start = self.next_start_node_index
         feasible, processed = feasible_window(passes, start, to_find)
-        self.next_start_node_index = (start + processed) % n
+        walked = (start + np.arange(processed)) % n
+        if within is not None:  # processedNodes: the feasible nodes and those given a status
+            walked = walked[within[walked]]
+        self.next_start_node_index = (start + len(walked)) % n
         attempt.feasible = feasible
 
         # Rejection reasons matter only for a failure message or an explanation.
         if self.record or not len(feasible):
-            evaluated = (start + np.arange(processed)) % n
+            evaluated = walked
             attempt.evaluated = evaluated
             plugins, masks = self._filter_masks(ctx, profile, skipped)
             if self.record:

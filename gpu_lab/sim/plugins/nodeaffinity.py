@@ -25,6 +25,22 @@ def _node_affinity(pod) -> dict[str, Any]:
     return (pod.affinity or {}).get("nodeAffinity") or {}
 
 
+def _pinned_names(pod) -> frozenset[str] | None:
+    required = _node_affinity(pod).get("requiredDuringSchedulingIgnoredDuringExecution")
+    terms = (required or {}).get("nodeSelectorTerms") or []
+    names: set[str] | None = None
+    for t in terms:
+        pinned: set[str] | None = None
+        for f in t.get("matchFields") or []:
+            if f.get("key") == "metadata.name" and f.get("operator") == "In":
+                vals = set(f.get("values") or [])
+                pinned = vals if pinned is None else pinned & vals
+        if pinned is None:  # a term without a name: every node may match (terms are ORed)
+            return None
+        names = pinned if names is None else names | pinned
+    return None if names is None else frozenset(names)
+
+
 class NodeAffinity(Plugin):
     name = "NodeAffinity"
     pre_score_decided_by_pod = True
@@ -58,22 +74,19 @@ class NodeAffinity(Plugin):
     def _pre_filter(self, ctx: CycleContext) -> Status | None:
         if self.skips_pre_filter(ctx.pod):
             return self.skip
-        required = _node_affinity(ctx.pod).get("requiredDuringSchedulingIgnoredDuringExecution")
         # Terms that all pin metadata.name with In and share no name can never match.
-        terms = (required or {}).get("nodeSelectorTerms") or []
-        names: set[str] | None = None
-        for t in terms:
-            pinned: set[str] | None = None
-            for f in t.get("matchFields") or []:
-                if f.get("key") == "metadata.name" and f.get("operator") == "In":
-                    vals = set(f.get("values") or [])
-                    pinned = vals if pinned is None else pinned & vals
-            if pinned is None:
-                return None
-            names = pinned if names is None else names | pinned
+        names = self.pre_filter_nodes(ctx)
         if names is not None and not names:
             return Status(UNRESOLVABLE, (ERR_REASON_CONFLICT,), self.name)
         return None
+
+    def pre_filter_nodes(self, ctx: CycleContext) -> frozenset[str] | None:
+        """PreFilter's result: when every required term pins metadata.name with In (a
+        DaemonSet's pod), the union of the names; Filter then runs on those nodes only."""
+        key = (self.name, "pre_filter_nodes")
+        if key not in ctx.pod.memo:
+            ctx.pod.memo[key] = _pinned_names(ctx.pod)
+        return ctx.pod.memo[key]
 
     def filter(self, ctx: CycleContext) -> np.ndarray:
         mask = required_node_affinity_mask(ctx.snapshot, ctx.pod)
