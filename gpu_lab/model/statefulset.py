@@ -97,6 +97,15 @@ def expand_statefulset(raw: dict, meta: dict, spec: dict, uid: str, classes, fir
     return record, pods
 
 
+def slow_start_batch(index: int) -> int:
+    """Which batch of ``slowStartBatch`` (sizes 1, 2, 4, ...; stateful_set_control.go) holds
+    the ``index``-th replica. A Parallel StatefulSet's sync creates a batch's missing pods at
+    once and stops after a batch in which a create failed (quota): the later ordinals are not
+    tried, so get no FailedCreate, until the next sync. (The cap of 500 a batch is never met
+    here.)"""
+    return (index + 1).bit_length() - 1
+
+
 def stateful_pod(record: dict, ordinal: int, created: int, classes: dict[str, dict]) -> Pod:
     """``newStatefulSetPod``: the template under the ordinal's name, with its identity."""
     from .workloads import _pod

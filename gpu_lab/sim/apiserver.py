@@ -19,6 +19,7 @@ from ..errors import GpuLabError
 from ..model.duration import DURATION_ANNOTATION, parse_duration
 from ..model.objects import Pod
 from ..model.scenario import parse_scenario
+from ..model.statefulset import slow_start_batch
 from ..model.timing import rendezvous_settings, submit_time
 from .cluster import PodRecord
 from .dra import backend as dra
@@ -145,8 +146,9 @@ class ApiServer:
         if not admitted:
             return
         refused = {k for k, v in admitted.items() if isinstance(v, str)}
+        tried = _tried(sc, refused)
         for p in sc.pods:
-            if p.key in refused:
+            if p.key in refused and p.key in tried:
                 self.policies.refused(p, admitted[p.key])
         sc.pods = [admitted.get(p.key, p) for p in sc.pods if p.key not in refused]
         for record in sc.workloads:
@@ -234,3 +236,19 @@ class ApiServer:
             self._sim.binder.admit_direct(rec)
         else:
             c.pending[pod.key] = rec
+
+
+def _tried(sc, refused: set[str]) -> set[str]:
+    """The refused pods whose creation the controller tried: all but a StatefulSet's after the
+    slow-start batch where its first create failed (they would be refused the same way, but no
+    FailedCreate names them; its controller tries them at its next sync)."""
+    out = set(refused)
+    for record in sc.workloads:
+        if record.get("kind") != "StatefulSet":
+            continue
+        keys = [f"{record['namespace']}/{n}" for n in record["pods"]]
+        index = {k: int(k.rsplit("-", 1)[1]) - record["start"] for k in keys}
+        failed = [slow_start_batch(index[k]) for k in keys if k in refused]
+        if failed:
+            out -= {k for k in keys if slow_start_batch(index[k]) > min(failed)}
+    return out

@@ -4,7 +4,8 @@ Each sync walks the ordinals from ``spec.ordinals.start`` up, as ``updateStatefu
 does: a missing pod is created (``statefulset.stateful_pod``, the same name again); with
 ``OrderedReady`` (the default) the walk stops at the first pod that is not Running and
 Ready, so pod N+1 is created only once pod N runs (a pod is Ready as it starts here: no
-probes). ``Parallel`` creates every missing pod at once. A pod preempted or evicted is
+probes). ``Parallel`` creates every missing pod at once, in slow-start batches (1, 2, 4,
+...) that stop after one where the API server refused a create (quota). A pod preempted or evicted is
 deleted and created again under its name; one its kubelet rejected stays Failed (the real
 controller recreates it at once, again and again, a loop the simulator does not reproduce)
 and, OrderedReady, holds back the ordinals after it.
@@ -12,7 +13,7 @@ and, OrderedReady, holds back the ordinals after it.
 
 from __future__ import annotations
 
-from ...model.statefulset import PARALLEL, stateful_pod
+from ...model.statefulset import PARALLEL, slow_start_batch, stateful_pod
 from .base import Cluster, Controller
 from .replicaset import REPLACED_REASONS
 
@@ -76,7 +77,11 @@ class StatefulSetController(Controller):
                 self.cluster.remove_pod(pod_key)
                 changed = True
         classes = None
+        failed_batch = None  # Parallel: the slow-start batch where a create failed
         for ordinal in range(record["start"], record["start"] + record["replicas"]):
+            batch = slow_start_batch(ordinal - record["start"])
+            if failed_batch is not None and batch > failed_batch:
+                break
             pod_key = members.get(ordinal)
             if pod_key is None:
                 classes = classes or self.cluster.priority_classes()
@@ -86,6 +91,8 @@ class StatefulSetController(Controller):
                 changed = True
                 if ordered:
                     break
+                if ordinal not in members:  # refused (quota): refused() forgot it
+                    failed_batch = batch
             elif ordered and self.cluster.pod_phase(pod_key) != "Running":
                 break
         return changed
