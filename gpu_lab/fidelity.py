@@ -87,14 +87,17 @@ def preemption_victims(session: Session) -> set[tuple[str, str]]:
     real scheduler deletes its victims (a controller replaces its own), so a real backend
     reads the victims' ``Preempted`` events, which outlive them and earlier runs in the
     same lab (compare with a set taken before); the sim keeps each victim, Failed."""
-    client = getattr(session, "client", None)
-    if client is None:
+    sim = getattr(session, "_sim", None)
+    if sim is not None:
         pods = session.pods()
         out = {(f"{r.namespace}/{r.name}", r.name) for r in pods[pods["reason"] == PREEMPTED_REASON].itertuples()}
         # a victim deleted since (a StatefulSet remakes its pod under the same name) was still preempted
-        gone = session._sim.cluster.gone  # type: ignore[attr-defined]
+        gone = sim.cluster.gone
         out |= {(f"{rec.pod.key}#{i}", rec.pod.name) for i, rec in enumerate(gone) if rec.reason == PREEMPTED_REASON}
         return out
+    client = getattr(session, "client", None)
+    if client is None:  # a real backend before its cluster exists (kind before the first apply)
+        return set()
     return {(e["involvedObject"].get("uid", ""), e["involvedObject"].get("name", ""))
             for e in client.list("Event")["items"]
             if e.get("reason") == "Preempted" and (e.get("involvedObject") or {}).get("kind") == "Pod"}
@@ -103,10 +106,12 @@ def preemption_victims(session: Session) -> set[tuple[str, str]]:
 def failed_creates(session: Session) -> set[tuple[str, str, str]]:
     """(id, owner name, message) of every FailedCreate a controller reported in this session
     (a real backend's events outlive reset: compare with a set taken before)."""
-    client = getattr(session, "client", None)
-    if client is None:
-        sim = session._sim  # type: ignore[attr-defined]
+    sim = getattr(session, "_sim", None)
+    if sim is not None:
         return {(str(i), name, msg) for i, (_, _, name, msg) in enumerate(sim.apiserver.policies.failed_creates)}
+    client = getattr(session, "client", None)
+    if client is None:  # a real backend before its cluster exists (kind before the first apply)
+        return set()
     return {(e["metadata"].get("uid", ""), (e.get("involvedObject") or {}).get("name", ""), e.get("message", ""))
             for e in client.list("Event")["items"] if e.get("reason") == "FailedCreate"}
 

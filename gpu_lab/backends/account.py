@@ -15,8 +15,8 @@ from ..sim.explain import Explanation
 from .apiobjects import condition, pod_row
 
 SCHEDULER_EVENTS = ("Scheduled", "FailedScheduling", "Preempted", "Preempting")
-ONLY_THE_SIM_HAS_TABLES = ("per-plugin tables: the sim computes them and the local backend reads "
-                           "kube-scheduler's own scores from its log; here only the decision and "
+ONLY_THE_SIM_HAS_TABLES = ("per-plugin tables: the sim computes them, and the local and kind backends "
+                           "read kube-scheduler's own scores from its log; here only the decision and "
                            "reasons are known")
 
 
