@@ -242,6 +242,17 @@ class LocalSession(Session):
             time.sleep(0.2)
 
     # ---------------------------------------------------------- schedule
+    def _remake_gone(self) -> list[dict]:
+        """The user pods still there, deleted again at once. A DaemonSet's controller may
+        remake a pod reset just deleted before it sees its DaemonSet gone (Background
+        propagation); the garbage collector's later delete of that pod is graceful, and with
+        its node agent stopped nothing would end it."""
+        pods = self._user_pods()
+        for p in pods:
+            self.client.delete("Pod", p["metadata"]["name"], namespace=p["metadata"]["namespace"],
+                               missing_ok=True, grace_period_seconds=0)
+        return pods
+
     def _user_pods(self) -> list[dict]:
         return [
             p
@@ -531,7 +542,7 @@ class LocalSession(Session):
         for n in self.client.list("Node")["items"]:
             self.client.delete("Node", n["metadata"]["name"], missing_ok=True)
         # A namespace being deleted still exists: the next apply of the same one would fail.
-        self._wait(lambda: not self._user_pods() and not self.client.list("Node")["items"]
+        self._wait(lambda: not self._remake_gone() and not self.client.list("Node")["items"]
                    and not self._pod_groups_left() and not self._user_namespaces()
                    and not draobjects.left(self.client) and not kueueobjects.left(self.client)
                    and not policyobjects.left(self.client),
