@@ -37,7 +37,8 @@ class Known:
     ``scores_only``, only in a seed where every difference is a score table's (placement,
     pending pods, messages and victims all agree); with ``affinity_groups_only``, only a
     difference about a workload with a required pod affinity or one such an affinity
-    selects (``affinity_groups``)."""
+    selects (``affinity_groups``); with ``guarded_groups_only``, only one about a workload
+    a PodDisruptionBudget guards (``guarded_groups``)."""
 
     name: str
     match: str
@@ -45,13 +46,17 @@ class Known:
     when: str = ""
     scores_only: bool = False
     affinity_groups_only: bool = False
+    guarded_groups_only: bool = False
 
     def excuses(self, difference: str, text: str, placement_agrees: bool = True,
-                affinity: set[str] | frozenset[str] = frozenset()) -> bool:
+                affinity: set[str] | frozenset[str] = frozenset(),
+                guarded: set[str] | frozenset[str] = frozenset()) -> bool:
+        group = difference.split(":", 1)[0]
         return (bool(re.search(self.match, difference))
                 and (not self.when or bool(re.search(self.when, text, re.M)))
                 and (placement_agrees or not self.scores_only)
-                and (not self.affinity_groups_only or difference.split(":", 1)[0] in affinity))
+                and (not self.affinity_groups_only or group in affinity)
+                and (not self.guarded_groups_only or group in guarded))
 
 
 def affinity_groups(case: Case) -> set[str]:
@@ -69,12 +74,24 @@ def affinity_groups(case: Case) -> set[str]:
     return out
 
 
+def guarded_groups(case: Case) -> set[str]:
+    """The workloads a PodDisruptionBudget selects (by the ``app`` label the generator gives
+    every workload's pods)."""
+    return {app for doc in _all_documents(case) if doc.get("kind") == "PodDisruptionBudget"
+            if (app := ((doc.get("spec") or {}).get("selector") or {}).get("matchLabels", {}).get("app"))}
+
+
+def _all_documents(case: Case) -> list[dict]:
+    return case.documents + [d for a in case.actions for d in a.get("apply") or []]
+
+
 def known_differences(path: Path = KNOWN) -> list[Known]:
     if not path.exists():
         return []
     raw = yaml.safe_load(path.read_text()) or {}
     return [Known(name, str(v["match"]), " ".join(str(v["why"]).split()), str(v.get("when") or ""),
-                  bool(v.get("scores_only", False)), bool(v.get("affinity_groups_only", False)))
+                  bool(v.get("scores_only", False)), bool(v.get("affinity_groups_only", False)),
+                  bool(v.get("guarded_groups_only", False)))
             for name, v in raw.items()]
 
 
@@ -125,9 +142,9 @@ def run_seed(seed: int, real: Session, known: list[Known] | None = None) -> Resu
         found = mismatch + differences(case, model, got)
     text = scenario_text(seed)
     placement_agrees = all(aspect(d) == "scores" for d in found)
-    affinity = affinity_groups(case)
+    affinity, guarded = affinity_groups(case), guarded_groups(case)
     for d in found:
-        cause = next((k for k in known if k.excuses(d, text, placement_agrees, affinity)), None)
+        cause = next((k for k in known if k.excuses(d, text, placement_agrees, affinity, guarded)), None)
         if cause is not None:
             result.excused.append((d, cause.name))
         elif d.startswith("error: "):

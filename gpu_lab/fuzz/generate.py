@@ -9,6 +9,16 @@ nodeSelector, node affinity, pod (anti-)affinity and topology spread; PriorityCl
 second batch applied after the first has settled, so preemption happens. GPU demand is
 drawn around the cluster's GPU capacity.
 
+On top of that, from a second random stream of the same seed (so a seed that draws none of
+them gives the scenario it gave before they existed), each in roughly one seed in seven: a
+Deployment or Job made a StatefulSet (Parallel, or OrderedReady where it is the last pod
+maker of its batch: ``_ordered_ready_last``); a DaemonSet of small cpu pods; a Service whose
+selector spans one or two workloads (default spreading); a PodDisruptionBudget over a
+workload, in seeds with PriorityClasses (preemption reads it); a ResourceQuota on a GPU resource or pods,
+never below what the first batch's bare pods need (a refused bare pod refuses the whole
+apply), so controllers' pods and later batches meet it; a LimitRange whose default requests
+fill a workload left without them.
+
 A scenario is a :class:`gpu_lab.fidelity.Case`: its documents, and its later batch as an
 ``apply`` action.
 """
@@ -59,6 +69,7 @@ def scenario(seed: int) -> Case:
     if len(workloads) > 1 and rng.random() < 0.5:
         cut = len(workloads) - rng.randint(1, min(2, len(workloads) - 1))
         workloads, later = workloads[:cut], workloads[cut:]
+    docs += _extras(random.Random(f"extras-{seed}"), nodes, classes, workloads, later)
     return Case(f"seed-{seed}", docs + workloads, actions=[{"apply": later}] if later else [])
 
 
@@ -227,3 +238,158 @@ def _pod_terms(rng, app: str, topology: str) -> dict:
     if rng.random() < 0.5:
         return {"requiredDuringSchedulingIgnoredDuringExecution": [term]}
     return {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": rng.choice([10, 100]), "podAffinityTerm": term}]}
+
+
+# ------------------------------------------------- controllers and policies
+EXTRA = 0.14  # each extra kind's chance per seed
+
+
+def _extras(x: random.Random, nodes, classes: list[dict], workloads: list[dict], later: list[dict]) -> list[dict]:
+    """The extra kinds this seed draws: the objects to create before the workloads; the
+    workloads are changed in place (a StatefulSet, a DaemonSet appended, labels, requests)."""
+    docs: list[dict] = []
+    every = workloads + later
+    roll = [x.random() for _ in range(6)]  # one draw per kind, so each kind's choice is independent
+    if roll[0] < EXTRA:
+        _make_stateful(x, every)
+    pods = sum(_replicas(w) for w in every)
+    if roll[1] < EXTRA and pods + len(nodes) <= MAX_PODS:
+        workloads.append(_daemonset(x, nodes, classes))
+    if roll[2] < EXTRA:
+        docs += _service(x, [w for w in every if w["kind"] != "DaemonSet"])
+    if roll[3] < EXTRA and classes:
+        docs += _pdb(x, [w for w in workloads if w["kind"] not in ("Pod", "DaemonSet")] or workloads)
+    if roll[4] < EXTRA:
+        docs += _quota(x, classes, workloads, later)
+    if roll[5] < EXTRA:
+        docs += _limit_range(x, every)
+    for batch in (workloads, later):
+        _ordered_ready_last(batch, classes)
+    return docs
+
+
+def _ordered_ready_last(batch: list[dict], classes: list[dict]) -> None:
+    """An OrderedReady StatefulSet only where no other pod maker of its batch is created after
+    it (backends.batch.creation_order); elsewhere Parallel. Its next pod comes once the one
+    before runs: on a running cluster that is seconds after a batch is created (a kubelet
+    starts the container), so the sim queues it after the batch. The local lab's node agents
+    report a pod Ready at once, while apply() creates a batch object by object (waiting for
+    each controller's first pods), so there the next pod can come before the objects after
+    the StatefulSet (seed 24 before this rule: serve0-1 before web1 and the DaemonSet)."""
+    value = {pc["name"]: pc["value"] for pc in classes}
+    order = sorted(batch, key=lambda w: -value.get(_pod_template(w)["spec"].get("priorityClassName"), 0))
+    for w in order[:-1]:
+        if w["kind"] == "StatefulSet" and "podManagementPolicy" not in w["spec"]:
+            w["spec"]["podManagementPolicy"] = "Parallel"
+
+
+def _replicas(w: dict) -> int:
+    spec = w["spec"]
+    return 1 if w["kind"] == "Pod" else int(spec.get("replicas") or spec.get("parallelism") or 0)
+
+
+def _pod_template(w: dict) -> dict:
+    """The pod (metadata and spec) a workload makes: a bare Pod itself, else its template."""
+    return w if w["kind"] == "Pod" else w["spec"]["template"]
+
+
+def _make_stateful(x: random.Random, workloads: list[dict]) -> None:
+    candidates = [w for w in workloads if w["kind"] in ("Deployment", "Job")]
+    if not candidates:
+        return
+    w = x.choice(candidates)
+    n, template = _replicas(w), w["spec"]["template"]
+    template["spec"].pop("restartPolicy", None)  # a StatefulSet's pods restart Always
+    spec: dict[str, Any] = {"replicas": n, "selector": {"matchLabels": dict(template["metadata"]["labels"])}}
+    if x.random() < 0.5:
+        spec["podManagementPolicy"] = "Parallel"
+    spec["template"] = template
+    w.clear()
+    w.update({"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": template["metadata"]["labels"]["app"]},
+              "spec": spec})
+
+
+def _daemonset(x: random.Random, nodes, classes: list[dict]) -> dict:
+    """A node agent (an exporter, a log shipper): small cpu and memory on every node it selects."""
+    name = x.choice(["exporter", "logs", "agent"])
+    requests = {"cpu": x.choice(["500m", "1", "2", "4"]), "memory": x.choice(["256Mi", "1Gi", "2Gi"])}
+    spec: dict[str, Any] = {"containers": [{"name": "c", "image": "agent", "resources": {"requests": requests}}]}
+    taints = sorted({(t.key, t.effect) for n in nodes for t in n.taints})
+    if taints and x.random() < 0.6:
+        spec["tolerations"] = [{"key": k, "operator": "Exists", "effect": e} for k, e in taints]
+    pools = sorted({n.pool for n in nodes if n.pool})
+    if len(pools) > 1 and x.random() < 0.3:
+        spec["nodeSelector"] = {POOL: x.choice(pools)}
+    if classes and x.random() < 0.4:
+        spec["priorityClassName"] = x.choice(classes)["name"]
+    labels = {"app": name}
+    return {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": name},
+            "spec": {"selector": {"matchLabels": labels},
+                     "template": {"metadata": {"labels": dict(labels)}, "spec": spec}}}
+
+
+def _service(x: random.Random, workloads: list[dict]) -> list[dict]:
+    """A Service over one or two workloads' pods: its selector is what default spreading counts."""
+    if not workloads:
+        return []
+    chosen = x.sample(workloads, min(len(workloads), x.choice([1, 2])))
+    for w in chosen:
+        _pod_template(w)["metadata"]["labels"]["tier"] = "front"
+    return [{"apiVersion": "v1", "kind": "Service", "metadata": {"name": "front"},
+             "spec": {"selector": {"tier": "front"}, "ports": [{"port": 80}]}}]
+
+
+def _pdb(x: random.Random, workloads: list[dict]) -> list[dict]:
+    if not workloads:
+        return []
+    w = x.choice(workloads)
+    n = _replicas(w)
+    app = _pod_template(w)["metadata"]["labels"]["app"]
+    spec: dict[str, Any] = {}
+    if x.random() < 0.5:
+        spec["minAvailable"] = x.choice([x.randint(1, max(1, n)), "50%", "100%"])
+    else:
+        spec["maxUnavailable"] = x.choice([0, 1, "50%"])
+    spec["selector"] = {"matchLabels": {"app": app}}
+    return [{"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": app}, "spec": spec}]
+
+
+def _demand(w: dict, key: str) -> int:
+    """What ``w``'s pods together count against quota ``key``: pods, or a GPU resource's requests."""
+    if key == "pods":
+        return _replicas(w)
+    limits = _pod_template(w)["spec"]["containers"][0]["resources"].get("limits") or {}
+    return _replicas(w) * int(limits.get(key.removeprefix("requests."), 0))
+
+
+def _quota(x: random.Random, classes: list[dict], workloads: list[dict], later: list[dict]) -> list[dict]:
+    """A quota the first batch's bare pods fit under (those are created in priority order,
+    then file order, as backends.batch.creation_order has it: every maker created up to the
+    last bare pod counts), which controllers' pods and later batches may exceed."""
+    keys = sorted({f"requests.{r}" for w in workloads + later
+                   for r in (_pod_template(w)["spec"]["containers"][0]["resources"].get("limits") or {})})
+    if not any(w["kind"] == "DaemonSet" for w in workloads):
+        keys.append("pods")
+    if not keys:
+        return []
+    key = x.choice(keys)
+    value = {pc["name"]: pc["value"] for pc in classes}
+    first = sorted(workloads, key=lambda w: -value.get(_pod_template(w)["spec"].get("priorityClassName"), 0))
+    bare = max((i for i, w in enumerate(first) if w["kind"] == "Pod"), default=-1)
+    floor = sum(_demand(w, key) for w in first[:bare + 1])
+    total = sum(_demand(w, key) for w in workloads + later)
+    hard = x.randint(floor, max(floor, total - 1)) if total > floor else floor + x.randint(0, 1)
+    return [{"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "team-quota"},
+             "spec": {"hard": {key: str(hard)}}}]
+
+
+def _limit_range(x: random.Random, workloads: list[dict]) -> list[dict]:
+    """Default requests (only requests: a default limit below a stated request is invalid),
+    and one workload left without requests so the defaults decide something."""
+    targets = [w for w in workloads if w["kind"] != "DaemonSet"]
+    if targets:
+        _pod_template(x.choice(targets))["spec"]["containers"][0]["resources"].pop("requests", None)
+    return [{"apiVersion": "v1", "kind": "LimitRange", "metadata": {"name": "defaults"},
+             "spec": {"limits": [{"type": "Container",
+                                  "defaultRequest": {"cpu": x.choice(["500m", "1", "2"]),
+                                                     "memory": x.choice(["1Gi", "4Gi"])}}]}}]

@@ -19,16 +19,23 @@ import yaml
 from realcluster import private_lab
 
 import gpu_lab
-from gpu_lab.fidelity import run_case
+from gpu_lab.backends.batch import POD_MAKERS, creation_order
+from gpu_lab.fidelity import Case, run_case
 from gpu_lab.fuzz import known_differences, run_seed, scenario, scenario_text
-from gpu_lab.fuzz.compare import affinity_groups
+from gpu_lab.fuzz.compare import affinity_groups, guarded_groups
 from gpu_lab.fuzz.generate import MAX_NODES, MAX_PODS
 from gpu_lab.model.scenario import parse_scenario
 
-#: seeds that agreed on sim and local, with no known difference, in two runs (benchmarks/README.md);
-#: 66 and 117 in four, after the fixes they found (a pass's evictions requeue pods waiting
-#: from earlier batches; a preemption tie replayed): kept as their regression seeds
-FIXED = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 13, 14, 15, 16, 17, 18, 66, 117]
+#: seeds that agreed on sim and local, with no known difference, in two runs after the generator
+#: last changed (it gained StatefulSets, DaemonSets, Services, PodDisruptionBudgets, ResourceQuotas
+#: and LimitRanges: a seed that draws none of them is the scenario it was before, so 2, 3, 4, 7, 15, 18
+#: and 117 are the earlier list's). Among them: quotas 0, 1, 8, 12; LimitRanges 9, 11, 14; a Service
+#: 5; PodDisruptionBudgets 10, 22, 39; DaemonSets 11, 16, 38; StatefulSets 22, 23 (OrderedReady)
+#: and 107 (Parallel, with a quota). Regression seeds of the fixes they found: 16 (a daemon pod's
+#: PreFilterResult), 107 (a Parallel StatefulSet's slow start), 24 (an OrderedReady StatefulSet
+#: only last in its batch), 117 (a preemption tie replayed). Change the generator and this list
+#: must be chosen again.
+FIXED = [0, 1, 2, 3, 4, 5, 7, 8, 9, 10, 11, 12, 14, 15, 16, 18, 22, 23, 24, 38, 39, 107, 117]
 #: fresh seeds per run, from the clock, so CI keeps meeting scenarios nobody has seen
 FRESH = [int(time.time()) % 1_000_000 * 10 + i for i in range(3)]
 
@@ -61,10 +68,44 @@ def test_the_generator_covers_what_the_format_expresses():
                         "podAntiAffinity", "topologySpreadConstraints", "preemptionPolicy: Never",
                         "kind: Pod", "kind: Deployment", "kind: Job", "MostAllocated",
                         "RequestedToCapacityRatio", "defaultingType: List", "nvidia.com/mig-",
-                        "topology.kubernetes.io/zone", "ScheduleAnyway", "DoNotSchedule"):
+                        "topology.kubernetes.io/zone", "ScheduleAnyway", "DoNotSchedule",
+                        "kind: StatefulSet", "podManagementPolicy: Parallel", "kind: DaemonSet",
+                        "kind: Service", "kind: PodDisruptionBudget", "minAvailable", "maxUnavailable",
+                        "kind: ResourceQuota", "requests.nvidia.com/", "pods: '", "kind: LimitRange"):
             seen[feature] += feature in text
         seen["a later batch"] += bool(scenario(seed).actions)
+        seen["an OrderedReady StatefulSet"] += any(d["kind"] == "StatefulSet" and "podManagementPolicy" not in d["spec"]
+                                                   for d in _all_documents(scenario(seed)))
     assert all(seen.values()), [f for f, n in seen.items() if not n]
+    for kind in ("StatefulSet", "DaemonSet", "Service", "PodDisruptionBudget", "ResourceQuota", "LimitRange"):
+        assert 20 <= seen[f"kind: {kind}"] <= 75, (kind, seen[f"kind: {kind}"])  # roughly one seed in seven
+
+
+def test_an_ordered_ready_statefulset_is_the_last_pod_maker_of_its_batch():
+    # its next pod waits for the one before to run: nothing of its batch may come after it
+    ordered = 0
+    for seed in range(300):
+        case = scenario(seed)
+        pods = parse_scenario(_all_documents(case)).pods
+        for docs in [case.documents] + [a["apply"] for a in case.actions]:
+            makers = [d for d in creation_order(docs, pods) if d["kind"] in POD_MAKERS]
+            for d in makers[:-1]:
+                assert not (d["kind"] == "StatefulSet" and "podManagementPolicy" not in d["spec"]), seed
+            ordered += bool(makers) and makers[-1]["kind"] == "StatefulSet" and "podManagementPolicy" not in makers[-1]["spec"]
+    assert ordered
+
+
+def test_a_quota_never_refuses_the_first_batch():
+    # a refused bare pod refuses the whole apply; the generator keeps the quota above what
+    # the first batch's bare pods take, in the order they are created
+    quotas = 0
+    for seed in range(300):
+        case = scenario(seed)
+        if not any(d["kind"] == "ResourceQuota" for d in case.documents):
+            continue
+        quotas += 1
+        run_case(Case(case.name, case.documents), gpu_lab.connect("sim", seed=0))  # raises if refused
+    assert quotas > 20
 
 
 def test_seeds_run_on_the_simulator():
@@ -85,6 +126,19 @@ def test_a_scores_only_cause_excuses_no_placement_difference():
     assert not race.excuses("pending differs: sim {'infer4': 1} vs real {}", scenario_text(54), True, affinity)
     assert "podAffinity" not in scenario_text(0)
     assert not race.excuses(scores, scenario_text(0), True, affinity)  # no required pod affinity
+
+
+def test_the_pdb_status_race_excuses_only_a_guarded_workloads_scores():
+    lag = {k.name: k for k in known_differences()}["pdb_status_lags_a_preemption"]
+    case, text = scenario(160), scenario_text(160)
+    guarded = guarded_groups(case)
+    assert guarded == {"web1"}  # the PodDisruptionBudget's selector
+    scores = "web1: scores differ:\n  sim only:  []\n  real only: []"
+    assert lag.excuses(scores, text, True, set(), guarded)
+    assert not lag.excuses(scores, text, False, set(), guarded)  # placement differs too
+    assert not lag.excuses(scores.replace("web1", "etl2"), text, True, set(), guarded)  # not guarded
+    assert not lag.excuses("preempted differs: sim {'web1': 2} vs real {'web1': 1}", text, True, set(), guarded)
+    assert not lag.excuses(scores, scenario_text(0), True, set(), guarded)  # no PodDisruptionBudget
 
 
 def test_known_differences_say_why():
