@@ -490,13 +490,21 @@ def test_reset_deletes_only_gpu_labs_namespace(lab, kube):
 
 
 class _Lists:
-    """Just enough of a client for the pod-set rule: fixed Pod and Node lists."""
+    """Just enough of a client for the pod-set rule: fixed Pod, Node and Event lists, and
+    every object with the uid ``u1``."""
 
-    def __init__(self, nodes: list[dict], pods: list[dict]):
-        self.items = {"Node": nodes, "Pod": pods}
+    def __init__(self, nodes: list[dict], pods: list[dict], events: list[dict] | None = None):
+        self.items = {"Node": nodes, "Pod": pods, "Event": events if events is not None else []}
 
-    def list(self, kind: str, namespace: str | None = None, **_kw) -> dict:
-        return {"items": self.items[kind]}
+    def list(self, kind: str, namespace: str | None = None, field_selector: str | None = None, **_kw) -> dict:
+        items = self.items[kind]
+        if kind == "Event" and field_selector:  # only involvedObject.uid=..., as the rule asks
+            uid = field_selector.split("=", 1)[1]
+            items = [e for e in items if e["involvedObject"]["uid"] == uid]
+        return {"items": items}
+
+    def get(self, kind: str, name: str, namespace: str | None = None) -> dict:
+        return {"metadata": {"name": name, "namespace": namespace, "uid": "u1"}}
 
 
 def _daemon_pod(owner: str, node: str) -> dict:
@@ -530,6 +538,25 @@ def test_a_daemonsets_expected_pods_come_from_the_clusters_real_nodes(tolerate_a
     pods.append(_daemon_pod("other", "lab-control-plane"))  # another DaemonSet's pod does not count
     assert sets.settled() is not tolerate_all
     pods.append(_daemon_pod("probe", "lab-control-plane"))
+    assert sets.settled()
+
+
+def test_a_pod_set_whose_create_was_refused_is_settled():
+    # A quota refused the DaemonSet's pod for lab-worker2: its controller reported
+    # FailedCreate on the DaemonSet (this one, by uid) and waits for something to change.
+    from gpu_lab.backends.podsets import PodSets
+    from gpu_lab.model.scenario import load_documents, parse_scenario
+
+    sc = parse_scenario(load_documents(
+        "apiVersion: apps/v1\nkind: DaemonSet\nmetadata: {name: probe, namespace: gpu-lab}\nspec:\n"
+        "  selector: {matchLabels: {app: probe}}\n  template:\n    metadata: {labels: {app: probe}}\n"
+        "    spec:\n      containers: [{name: c, image: x}]\n"))
+    nodes = [{"metadata": {"name": f"lab-worker{i}", "labels": {}}, "spec": {}} for i in ("", "2")]
+    events: list[dict] = [{"reason": "FailedCreate", "involvedObject": {"uid": "old"}}]  # an earlier probe's
+    sets = PodSets(_Lists(nodes, [_daemon_pod("probe", "lab-worker")], events))  # type: ignore[arg-type]
+    sets.add(sc.workloads)
+    assert not sets.settled()
+    events.append({"reason": "FailedCreate", "involvedObject": {"uid": "u1"}})
     assert sets.settled()
 
 
