@@ -329,48 +329,13 @@ def test_a_second_object_of_the_same_name_already_exists():
         s.apply(QUOTA.replace("{name: q}", "{name: q, namespace: team}"))
 
 
+# PREEMPTION's pods on one node with two GPUs, so the gang's preemption has one domain
 GANG_PREEMPTION = """
 apiVersion: gpulab.dev/v1alpha1
 kind: NodePool
 metadata: {name: a100}
-spec:
-  count: 1
-  gpu: {model: A100-SXM4-80GB, count: 2}
----
-apiVersion: scheduling.k8s.io/v1
-kind: PriorityClass
-metadata: {name: low}
-value: 10
----
-apiVersion: scheduling.k8s.io/v1
-kind: PriorityClass
-metadata: {name: mid}
-value: 20
----
-apiVersion: scheduling.k8s.io/v1
-kind: PriorityClass
-metadata: {name: high}
-value: 100
----
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: train}
-spec:
-  replicas: 1
-  selector: {matchLabels: {app: train}}
-  template:
-    metadata: {labels: {app: train}}
-    spec:
-      priorityClassName: low
-      containers: [{name: c, image: x, resources: {limits: {nvidia.com/gpu: 1}}}]
----
-apiVersion: v1
-kind: Pod
-metadata: {name: batch}
-spec:
-  priorityClassName: mid
-  containers: [{name: c, image: x, resources: {limits: {nvidia.com/gpu: 1}}}]
-"""
+spec: {count: 1, gpu: {model: A100-SXM4-80GB, count: 2}}
+---""" + PREEMPTION.split("---", 1)[1]
 GANG = """
 apiVersion: scheduling.k8s.io/v1beta1
 kind: PodGroup
