@@ -38,7 +38,13 @@ NETWORK_UNAVAILABLE = {"key": "node.kubernetes.io/network-unavailable", "operato
 
 def expand_daemonset(raw: dict, meta: dict, spec: dict, uid: str) -> tuple[dict[str, Any], list[Pod]]:
     """``ValidateDaemonSet``, then the record the controller works from (no pods yet)."""
-    from .workloads import _selector_matches, _template, _template_errors, pod_template_hash
+    from .workloads import (
+        _always_running_errors,
+        _selector_matches,
+        _template,
+        _template_errors,
+        pod_template_hash,
+    )
 
     name, ns = meta.get("name") or "", meta["namespace"]
     template = _template(spec)
@@ -48,13 +54,7 @@ def expand_daemonset(raw: dict, meta: dict, spec: dict, uid: str) -> tuple[dict[
     errs += _selector_matches(selector, template, "spec.template.metadata.labels")
     if isinstance(selector, dict) and not selector.get("matchLabels") and not selector.get("matchExpressions"):
         errs.append(v.invalid("spec.selector", v.selector_value(selector), "empty selector is invalid for daemonset"))
-    errs += _template_errors(template)
-    policy = template["spec"].get("restartPolicy") or "Always"
-    if policy != "Always":
-        errs.append(v.not_supported("spec.template.spec.restartPolicy", policy, ["Always"]))
-    if template["spec"].get("activeDeadlineSeconds") is not None:
-        errs.append(v.forbidden("spec.template.spec.activeDeadlineSeconds",
-                                "activeDeadlineSeconds in DaemonSet is not Supported"))
+    errs += _template_errors(template) + _always_running_errors(template, "DaemonSet")
     if errs:
         raise InvalidObject("DaemonSet.apps", name, v.dedupe(errs))
 

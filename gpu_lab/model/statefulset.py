@@ -29,6 +29,7 @@ def expand_statefulset(raw: dict, meta: dict, spec: dict, uid: str, classes, fir
                        max_pods: int | None) -> tuple[dict[str, Any], list[Pod]]:
     """``ValidateStatefulSet`` (after apps/v1 defaults), then the pods of the first sync."""
     from .workloads import (
+        _always_running_errors,
         _check_budget,
         _nonnegative,
         _selector_matches,
@@ -71,13 +72,7 @@ def expand_statefulset(raw: dict, meta: dict, spec: dict, uid: str, classes, fir
     checked = copy.deepcopy(template)  # hostname and subdomain are the controller's to set
     checked["spec"].pop("hostname", None)
     checked["spec"].pop("subdomain", None)
-    errs += _template_errors(checked)
-    restart = template["spec"].get("restartPolicy") or "Always"
-    if restart != "Always":
-        errs.append(v.not_supported("spec.template.spec.restartPolicy", restart, ["Always"]))
-    if template["spec"].get("activeDeadlineSeconds") is not None:
-        errs.append(v.forbidden("spec.template.spec.activeDeadlineSeconds",
-                                "activeDeadlineSeconds in StatefulSet is not Supported"))
+    errs += _template_errors(checked) + _always_running_errors(template, "StatefulSet")
     if spec.get("volumeClaimTemplates"):
         raise GpuLabError(f'StatefulSet.apps "{name}": spec.volumeClaimTemplates: gpu-lab models no '
                           "volumes (leave it out)")

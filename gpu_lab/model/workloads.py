@@ -273,6 +273,19 @@ def _template_errors(template: dict) -> list[str]:
     return errs + v.validate_pod_spec(template["spec"], "spec.template.spec")
 
 
+def _always_running_errors(template: dict, kind: str) -> list[str]:
+    """What DaemonSets and StatefulSets ask of their template beyond a pod's: pods that run
+    until deleted (``restartPolicy: Always``, no ``activeDeadlineSeconds``)."""
+    errs = []
+    policy = template["spec"].get("restartPolicy") or "Always"
+    if policy != "Always":
+        errs.append(v.not_supported("spec.template.spec.restartPolicy", policy, ["Always"]))
+    if template["spec"].get("activeDeadlineSeconds") is not None:
+        errs.append(v.forbidden("spec.template.spec.activeDeadlineSeconds",
+                                f"activeDeadlineSeconds in {kind} is not Supported"))
+    return errs
+
+
 def _selector_errors(selector: Any, path: str) -> list[str]:
     if selector is None:
         return [v.required(path)]
