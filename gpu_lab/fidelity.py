@@ -116,9 +116,17 @@ def failed_creates(session: Session) -> set[tuple[str, str, str]]:
             for e in client.list("Event")["items"] if e.get("reason") == "FailedCreate"}
 
 
+#: client-go's EventAggregator (tools/record/events_cache.go) rewords a controller's event once
+#: one object has had 10 distinct messages in 10 minutes: a ReplicaSet retrying a create quota
+#: refuses, each time under a new generated pod name, gets there after as many retries, which
+#: is timing. The message after it is the refusal itself.
+COMBINED = "(combined from similar events): "
+
+
 def _refusal(message: str, workloads: list[str]) -> str:
-    """A refusal with the refused pod's generated name replaced by its group."""
-    return re.sub(r'pods "([^"]+)"', lambda m: f'pods "{group_of(m[1], workloads)}"', message)
+    """A refusal with the refused pod's generated name replaced by its group (and without the
+    event aggregator's prefix)."""
+    return re.sub(r'pods "([^"]+)"', lambda m: f'pods "{group_of(m[1], workloads)}"', message.removeprefix(COMBINED))
 
 
 def outcome(session: Session, workloads: list[str], victims_before: set | frozenset = frozenset(),

@@ -20,7 +20,7 @@ from realcluster import private_lab
 
 import gpu_lab
 from gpu_lab.backends.batch import POD_MAKERS, creation_order
-from gpu_lab.fidelity import Case, run_case
+from gpu_lab.fidelity import Case, _refusal, run_case
 from gpu_lab.fuzz import known_differences, run_seed, scenario, scenario_text
 from gpu_lab.fuzz.compare import affinity_groups, guarded_groups
 from gpu_lab.fuzz.generate import MAX_NODES, MAX_PODS
@@ -139,6 +139,14 @@ def test_the_pdb_status_race_excuses_only_a_guarded_workloads_scores():
     assert not lag.excuses(scores.replace("web1", "etl2"), text, True, set(), guarded)  # not guarded
     assert not lag.excuses("preempted differs: sim {'web1': 2} vs real {'web1': 1}", text, True, set(), guarded)
     assert not lag.excuses(scores, scenario_text(0), True, set(), guarded)  # no PodDisruptionBudget
+
+
+def test_an_aggregated_refusal_is_the_same_refusal():
+    # seed 96: the ReplicaSet's eleventh FailedCreate came reworded by client-go's event aggregator
+    m = 'Error creating: pods "web0-5f7d8-abcde" is forbidden: exceeded quota: q, requested: pods=1'
+    want = 'Error creating: pods "web0" is forbidden: exceeded quota: q, requested: pods=1'
+    assert _refusal("(combined from similar events): " + m, ["web0"]) == _refusal(m, ["web0"]) == want
+    assert _refusal(m.replace("quota: q", "quota: r"), ["web0"]) != want  # the refusal itself is compared
 
 
 def test_known_differences_say_why():
