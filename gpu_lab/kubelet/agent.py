@@ -9,7 +9,10 @@ a real API server:
   127.0.0.x), nodeInfo (kubelet v1.37.2, runtime ``gpu-lab://fake``), capacity and
   allocatable, and a ``coordination.k8s.io/v1`` Lease in ``kube-node-lease`` renewed
   every ``heartbeat`` seconds, so node-lifecycle never taints it unreachable. Node
-  status is patched when it changes, and every ``status_report`` seconds otherwise.
+  status is patched when it changes, and every ``status_report`` seconds otherwise,
+  always with the Node's uid: once that Node is deleted (``reset()``) the agent lets the
+  node go (its plugin stops, nothing writes that name again), so a node registered again
+  under the same name shows only its new agent's figures.
 * **Device plugins**: every node with GPUs gets one fake NVIDIA device-plugin
   *process* (``gpu_lab.deviceplugin.plugin``, its own folder
   ``WORK_DIR/<node>/device-plugins``) and, in this process, a kubelet Registration
@@ -116,11 +119,31 @@ PREPARE_RETRY_S = 1.0  # a pod whose ResourceClaims cannot be prepared yet is tr
 AGENTS_DIR = "agents"
 STATE_WRITE_S = 1.0
 _AGENT_SEQ = itertools.count()
+#: the agents started in this process and not stopped yet: a lab's ``reset()`` stops those of
+#: its lab whichever session started them (a lesson connects anew for each case)
+_RUNNING: set[NodeAgent] = set()
+_RUNNING_LOCK = threading.Lock()
 
 
 def agent_state_files(work_dir: Path | str) -> list[Path]:
     """The state files of the node agents that use ``work_dir`` (live or left behind)."""
     return sorted((Path(work_dir) / AGENTS_DIR).glob("*.json"))
+
+
+def stop_running(work_dir: Path | str) -> int:
+    """Stop every agent of this process that uses ``work_dir``; return how many ran."""
+    where = Path(work_dir).absolute()
+    with _RUNNING_LOCK:
+        agents = [a for a in _RUNNING if a.work_dir == where]
+    for a in agents:
+        a.stop()
+    return len(agents)
+
+
+def _not_ours(err: ApiError) -> bool:
+    """A Node write refused because the Node is gone, or is another object under the same
+    name now (the uid the write carries is immutable: 422, or 409 with no object)."""
+    return isinstance(err, NotFound) or err.code in (409, 422) and "uid" in str(err).lower()
 
 
 class NodeAgent:
@@ -169,6 +192,7 @@ class NodeAgent:
         self._timer_cond = threading.Condition()
         self._started = False
         self._generation = 0  # a watch thread from before a stop() must not come back
+        self._retire_lock = threading.Lock()
         self.started_in: float | None = None
         self.state_path = self.work_dir / AGENTS_DIR / f"{os.getpid()}-{next(_AGENT_SEQ)}.json"
         self._state_written = 0.0
@@ -202,6 +226,8 @@ class NodeAgent:
             return self
         t0 = time.monotonic()
         self._stopping.clear()
+        with _RUNNING_LOCK:
+            _RUNNING.add(self)
         try:
             self.work_dir.mkdir(parents=True, exist_ok=True)
             for sn in self.nodes.values():
@@ -252,6 +278,8 @@ class NodeAgent:
 
         nodes = {}
         for sn in self.nodes.values():
+            if sn.retired:  # its Node was deleted: no longer this agent's
+                continue
             plugin = sn.plugin if sn.has_plugin else None
             nodes[sn.name] = {
                 "plugin": plugin is not None,
@@ -333,6 +361,8 @@ class NodeAgent:
         The Nodes stay (they turn NotReady once their Lease expires, as when a kubelet
         stops) unless ``delete_nodes``."""
         self._stopping.set()
+        with _RUNNING_LOCK:
+            _RUNNING.discard(self)
         self._generation += 1
         with self._timer_cond:
             self._timer_cond.notify_all()
@@ -390,11 +420,31 @@ class NodeAgent:
     # ------------------------------------------------------------------ lessons/tests
     def node(self, name: str) -> AgentNode:
         try:
-            return self.nodes[name]
+            sn = self.nodes[name]
         except KeyError:
             raise NodeAgentError(
                 f'node "{name}" is not simulated by this agent ({", ".join(self.nodes)})'
             ) from None
+        if sn.retired:
+            raise NodeAgentError(f'node "{name}" was deleted; this agent no longer plays it')
+        return sn
+
+    def _retire(self, sn: AgentNode, why: str) -> None:
+        """The node's Node was deleted (or is another node's now): stop playing it, as no
+        kubelet outlives its machine. Its plugin and Registration server stop at once, so
+        that a node registered again under the same name (same plugin folder) meets only
+        its own; nothing of this agent writes that Node again."""
+        with self._retire_lock:
+            if sn.retired:
+                return
+            sn.retired = True
+        log.info("%s: %s; no longer playing it", sn.name, why)
+        try:
+            sn.stop_devices()
+        except Exception:  # noqa: BLE001 - the node is retired all the same
+            log.exception("stopping the devices of %s", sn.name)
+        if not self._stopping.is_set():
+            self.write_state()  # reset() waits until no live agent lists a node
 
     def _plugin_of(self, name: str) -> AgentNode:
         sn = self.node(name)
@@ -459,7 +509,10 @@ class NodeAgent:
         self._renew_lease(client, sn)
 
     def _patch_status(self, client: KubeClient, sn: AgentNode, status: dict) -> None:
-        body = {"status": {**status, "conditions": ns.conditions(ns.rfc3339(), sn.ready_since)}}
+        # the uid (immutable) makes the API server refuse the write when the Node is another
+        # object by now: a node deleted and registered again by another agent keeps its figures
+        body = {"metadata": {"uid": sn.uid},
+                "status": {**status, "conditions": ns.conditions(ns.rfc3339(), sn.ready_since)}}
         client.patch("Node", sn.name, body, subresource="status")
         sn.last_status, sn.last_beat = status, time.monotonic()
 
@@ -483,9 +536,14 @@ class NodeAgent:
             for sn in self.nodes.values():
                 if self._stopping.is_set():
                     return
+                if sn.retired:
+                    continue
                 try:
                     self._sync_node(client, sn)
                 except (ApiError, Unreachable) as err:
+                    if isinstance(err, ApiError) and _not_ours(err):
+                        self._retire(sn, f"its Node is gone ({err})")
+                        continue
                     now = time.monotonic()
                     if now - complained.get(sn.name, -1e9) > 30:
                         log.warning("%s: cannot update node status: %s", sn.name, err)
@@ -537,7 +595,7 @@ class NodeAgent:
 
     def _dispatch(self, kind: str, pod: dict) -> None:
         sn = self.nodes.get((pod.get("spec") or {}).get("nodeName") or "")
-        if sn is not None:
+        if sn is not None and not sn.retired:
             sn.queue.put(("pod", kind, pod))
 
     def _resync(self, pods: list[dict]) -> list[threading.Event]:
@@ -566,6 +624,10 @@ class NodeAgent:
                 if rv is None:
                     lst = client.list("Node")
                     rv = lst["metadata"]["resourceVersion"]
+                    uids = {n["metadata"]["name"]: n["metadata"].get("uid") for n in lst.get("items") or []}
+                    for sn in self.nodes.values():  # deleted while the watch was down
+                        if sn.uid is not None and uids.get(sn.name) != sn.uid:
+                            self._retire(sn, "its Node was deleted")
                     for node in lst.get("items") or []:
                         self._node_changed(node)
                 for ev in watcher.stream("Node", resource_version=rv, timeout_seconds=WATCH_TIMEOUT_S):
@@ -574,6 +636,8 @@ class NodeAgent:
                     rv = (ev.object.get("metadata") or {}).get("resourceVersion") or rv
                     if ev.type in ("ADDED", "MODIFIED"):
                         self._node_changed(ev.object)
+                    elif ev.type == "DELETED":
+                        self._node_deleted(ev.object)
             except ApiError as err:
                 if err.code != 410:
                     log.warning("node watch: %s", err)
@@ -586,9 +650,18 @@ class NodeAgent:
                 self._stopping.wait(1.0)
                 rv = None
 
+    def _node_deleted(self, node: dict) -> None:
+        meta = node.get("metadata") or {}
+        sn = self.nodes.get(meta.get("name", ""))
+        if sn is not None and sn.uid is not None and meta.get("uid") == sn.uid:
+            self._retire(sn, "its Node was deleted")
+
     def _node_changed(self, node: dict) -> None:
         meta = node.get("metadata") or {}
         sn = self.nodes.get(meta.get("name", ""))
+        if sn is not None and sn.uid is not None and meta.get("uid") not in (None, sn.uid):
+            self._retire(sn, "its Node is another object now (deleted and registered again)")
+            return
         wanted = (meta.get("labels") or {}).get(MIG_CONFIG_LABEL)
         if sn is not None and wanted != sn.mig_seen:
             sn.mig_seen = wanted  # each new value taken up once; a removed label asks for nothing
@@ -629,7 +702,7 @@ class NodeAgent:
     # ------------------------------------------------------------------ pod worker
     def _worker(self, sn: AgentNode) -> None:
         client = self._new_client()
-        while not self._stopping.is_set():
+        while not self._stopping.is_set() and not sn.retired:
             try:
                 what, a, b = sn.queue.get(timeout=0.2)
             except queue.Empty:

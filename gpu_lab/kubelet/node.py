@@ -83,6 +83,7 @@ class AgentNode:
         self.boot_id = str(uuid.uuid4())
         self.ready_since = ns.rfc3339()
         self.last_status: dict | None = None
+        self.retired = False  # its Node was deleted: the agent no longer plays it (agent.py)
         self.last_beat = self.last_lease = 0.0
         self._ips = itertools.count()
         # the MIG manager (migmanager.py): the mig.config value it last took up, the one

@@ -70,6 +70,14 @@ class Allocation:
                 "device_ids": list(self.device_ids)}
 
 
+def _file_id(path: str) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
 def rpc_error_text(err: grpc.RpcError) -> str:
     """A gRPC error as Go's status package prints it: ``rpc error: code = X desc = Y``."""
     code = err.code() if hasattr(err, "code") else grpc.StatusCode.UNKNOWN
@@ -115,6 +123,7 @@ class KubeletServer:
         self._lock = threading.RLock()
         self._changed = threading.Condition()
         self._server: grpc.Server | None = None
+        self._socket_id: tuple[int, int] | None = None  # (device, inode) of the socket we serve
 
     # lifecycle ------------------------------------------------------------
     def start(self) -> KubeletServer:
@@ -130,6 +139,7 @@ class KubeletServer:
         server.add_insecure_port("unix:" + self.socket_path)
         server.start()
         self._server = server
+        self._socket_id = _file_id(self.socket_path)
         log.info("serving Registration on %s", self.socket_path)
         return self
 
@@ -143,8 +153,12 @@ class KubeletServer:
         if self._server is not None:
             self._server.stop(grace=None).wait(5)
             self._server = None
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(self.socket_path)
+            # only our own socket: a server started since in the same folder (the node
+            # registered again under its name) keeps its own
+            if self._socket_id is not None and _file_id(self.socket_path) == self._socket_id:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(self.socket_path)
+            self._socket_id = None
         self._notify()
 
     def __enter__(self) -> KubeletServer:

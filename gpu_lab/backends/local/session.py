@@ -506,9 +506,16 @@ class LocalSession(Session):
         """Empty the lab: workloads, pods, nodes, user PriorityClasses and namespaces.
 
         The control plane keeps running and the scheduler gets its default profile back.
+        No node agent of the lab plays a node afterwards (this process's are stopped, other
+        processes' let go once the Nodes are deleted): a scenario may reuse the names.
         """
+        from ...kubelet.agent import stop_running
+
         for agent in self.agents:
             agent.stop()
+        # and those of this lab's other sessions in this process (a lesson connects anew per
+        # case): an agent left running would fight the next one over the same node names
+        stop_running(agentprocess.work_dir(self.cluster))
         agentprocess.stop(self.cluster, forget=True)  # the agent of `gpu-lab up --scenario`
         for doc in agentprocess.agent_states(self.cluster):  # agents of sessions that ended
             if agentprocess.assess(doc)[0] == "stopped":
@@ -547,6 +554,10 @@ class LocalSession(Session):
                    and not draobjects.left(self.client) and not kueueobjects.left(self.client)
                    and not policyobjects.left(self.client),
                    "the lab to empty")
+        # Agents of other processes let go of a node once its Node is deleted (agent.py);
+        # until they have, their plugins share the folder a node of the same name will use.
+        self._wait(lambda: not self._agents_left(), "the node agents of other processes to "
+                   "let go of the deleted nodes")
         self.agents, self._created = [], []
         self._kueue_jobs.reset()
         self._podsets.reset()
@@ -560,6 +571,12 @@ class LocalSession(Session):
         """The real scheduler's attempts since the last reset, in order (fidelity.py replays
         its choices among equal totals on the sim)."""
         return schedulerlog.history_since(self.cluster.log_path(SCHEDULER), self._log_mark)
+
+    def _agents_left(self) -> list[str]:
+        """Nodes a live node agent of this lab still plays (one stopped by a signal aside:
+        it cannot answer, and a write of its would be refused, see ``NodeAgent._retire``)."""
+        return [n for doc in agentprocess.agent_states(self.cluster)
+                if agentprocess.assess(doc)[0] not in ("stopped", "hung") for n in doc.get("nodes") or {}]
 
     def _user_namespaces(self) -> list[str]:
         return [n["metadata"]["name"] for n in self.client.list("Namespace")["items"]
