@@ -150,17 +150,23 @@ def test_relabel_repartitions_as_on_the_sim(local):
     assert d_local.labels[MIG_STATE_LABEL] == "success"
     assert migmanager.DEVICE_PLUGIN_DEPLOY_LABEL not in d_local.labels
 
-    # what the node advertises: the new layout at once; the names the plugin stopped serving
-    # at allocatable 0 with their capacity kept for the kubelet's 5-minute grace period,
-    # then at 0 as on the sim
+    # what the node advertises, on both: the new layout at once; the names the plugin stopped
+    # serving at allocatable 0 with their capacity kept for the kubelet's 5-minute grace
+    # period, then at 0
+    gpu_resources = sorted(r for r in d_sim.capacity if r.startswith("nvidia.com/"))
+
+    def advertised(d) -> list[tuple[str, str]]:
+        return [(str(d.capacity[r]), str(d.allocatable[r])) for r in gpu_resources]
+
     assert d_local.allocatable["nvidia.com/mig-3g.40gb"] == d_sim.allocatable["nvidia.com/mig-3g.40gb"] == "4"
     for gone in ("nvidia.com/mig-1g.10gb", "nvidia.com/mig-2g.20gb"):
         assert d_local.allocatable[gone] == str(d_sim.allocatable[gone]) == "0"
         assert d_local.capacity[gone] != "0"
-    local.advance(301)
-    d_local = local.describe_node(NODE)
-    gpu_resources = sorted(r for r in d_sim.capacity if r.startswith("nvidia.com/"))
-    assert [str(d_local.capacity[r]) for r in gpu_resources] == [str(d_sim.capacity[r]) for r in gpu_resources]
+    assert advertised(d_local) == advertised(d_sim)
+    for lab in (local, sim):
+        lab.advance(301)
+    d_local, d_sim = local.describe_node(NODE), sim.describe_node(NODE)
+    assert advertised(d_local) == advertised(d_sim)
     assert d_local.capacity["nvidia.com/mig-1g.10gb"] == "0"
 
     # the new slices take a pod that asks for them
