@@ -186,7 +186,8 @@ LESSONS = Path(__file__).parents[2] / "lessons"
 
 
 @pytest.mark.controlplane
-@pytest.mark.parametrize("lesson", ["00_start_here.ipynb", "01_device_plugin.ipynb", "02_mig.ipynb"])
+@pytest.mark.parametrize("lesson", ["00_start_here.ipynb", "01_device_plugin.ipynb", "02_mig.ipynb",
+                                    "11_sharing_gpus.ipynb"])
 def test_lesson_runs_unchanged_on_local(lesson, tmp_path, monkeypatch):
     """The lesson says: change the BACKEND line to run the same cells on the real control
     plane. Do exactly that, and nothing else."""
