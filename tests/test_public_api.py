@@ -244,3 +244,11 @@ spec: {containers: [{name: c, image: x, resources: {limits: {nvidia.com/gpu: 1}}
     pods = lab.pods().set_index("name")
     assert pods.loc["after", "phase"] == "Running"
     assert lab.describe_node("h100-0").capacity["nvidia.com/gpu"] == "8"
+
+
+def test_events_are_part_of_every_session():
+    from gpu_lab.backends.base import CONTRACT
+
+    assert "events" in CONTRACT
+    ev = gpu_lab.connect("sim").events()
+    assert list(ev.columns) == ["namespace", "object", "type", "reason", "message", "count"] and ev.empty

@@ -20,11 +20,12 @@ import pandas as pd
 from ..errors import GpuLabError, NotSupported
 from ..model.arguments import check_name
 from .description import NodeDescription, describe
+from .events import EventRow, events_frame
 from .tables import NodeRow, PodRow, document, nodes_frame, pods_frame
 
 CONTRACT = ("apply", "schedule", "pods", "nodes", "explain", "reset", "describe_node", "kill_plugin",
             "restart_plugin", "label_node", "cordon", "advance", "delete", "close", "to_dict", "now",
-            "timeline", "jobs", "autoscaler_events")
+            "timeline", "jobs", "autoscaler_events", "events")
 
 Source = str | Path | dict | list
 
@@ -137,6 +138,16 @@ class Session(abc.ABC):
     def autoscaler_events(self) -> pd.DataFrame:
         """What the autoscaler decided (scale-ups, scale-downs, why a node stays), with times."""
         raise self._unsupported("autoscaler_events", "gpu-lab does not run this cluster's autoscaler")
+
+    def events(self, namespace: str | None = None, kind: str | None = None, name: str | None = None) -> pd.DataFrame:
+        """What ``kubectl get events`` shows, oldest first: one row per Event object (namespace,
+        ``object`` as Kind/name, type Normal or Warning, reason, message, and the count the
+        API server keeps for repeats), in the namespaces gpu-lab manages, since the last
+        ``reset``. ``kind`` (e.g. "ReplicaSet"), ``name`` and ``namespace`` filter."""
+        return events_frame(self._event_rows(), namespace, kind, name)
+
+    def _event_rows(self) -> list[EventRow]:
+        raise self._unsupported("events", "this backend keeps no Events")
 
     def _pod_manifests(self) -> dict[str, Any]:
         """``{namespace/name: manifest or Pod}`` of the pods this session can show in full

@@ -29,6 +29,7 @@ from ..sim.dra import backend as dra
 from ..sim.explain import Explanation, build_explanation
 from ..sim.runner import Runner
 from .base import Session, Source
+from .events import EventRow
 from .tables import NodeRow, PodRow
 
 TIMELINE_COLUMNS = ["namespace", "pod", "owner_kind", "owner", "node", "pool", "gpus", "phase", "reason",
@@ -215,6 +216,25 @@ class SimSession(Session):
         rows = [{"time": t, "object": e.involved, "reason": e.reason, "message": e.message}
                 for t, e in (autoscaler.events if autoscaler else [])]
         return pd.DataFrame(rows, columns=["time", "object", "reason", "message"])
+
+    def _event_rows(self) -> list[EventRow]:
+        """The scheduler's (Scheduled, FailedScheduling, Preempted), the controllers'
+        (FailedCreate) and the autoscaler's Events, at their simulated times. The sim's pod
+        uids (in "Preempted by pod <uid>") are its own, derived from names."""
+        rows = [EventRow(e.namespace, e.kind, e.name, e.type, e.reason, e.message, e.count, e.time)
+                for e in self._sim.cluster.api_events]
+        autoscaler = self._sim.controllers.autoscaler
+        seen: dict[tuple, EventRow] = {}
+        for t, e in (autoscaler.events if autoscaler else []):
+            kind, _, ref = e.involved.partition(" ")
+            ns, _, name = ref.rpartition("/")
+            key = (ns or "default", kind, name, e.type, e.reason, e.message)  # a node's Events are in default
+            if key in seen:
+                seen[key].count += 1  # the event correlator, as in sim/events.py
+            else:
+                seen[key] = EventRow(*key, 1, t)
+                rows.append(seen[key])
+        return rows
 
     # ---------------------------------------------------------- the tables
     def _pod_manifests(self) -> dict[str, Pod]:

@@ -16,6 +16,7 @@ from ..model.duration import DURATION_ANNOTATION, parse_duration
 from ..model.objects import Pod
 from .cluster import Cluster, PodRecord, pod_gpus
 from .dra import backend as dra
+from .events import PREEMPTED
 from .kubelet import Kubelets, device_requests
 
 if TYPE_CHECKING:
@@ -112,9 +113,12 @@ class Binder:
         if rec is not None and rec.phase in ("Pending", "Running"):
             self.end(rec, "Failed", reason, message)
 
-    def evict(self, victim: Pod, preemptor: Pod) -> None:
-        """A preemption's victim goes."""
+    def evict(self, victim: Pod, preemptor: Pod, by: str | None = None) -> None:
+        """A preemption's victim goes, with the executor's ``Preempted`` event on it (``by``:
+        "podgroup <uid>" when a pod group preempts, else the preemptor pod)."""
         rec = self.cluster.records[victim.key]
+        self.cluster.api_events.record(victim.namespace, "Pod", victim.name, "Normal", "Preempted",
+                                       PREEMPTED.format(by or f"pod {preemptor.uid}", rec.node), self.cluster.now)
         self.end(rec, "Failed", "PreemptionByScheduler", PREEMPTED_MESSAGE.format(preemptor.scheduler_name))
 
     def end(self, rec: PodRecord, phase: str, reason: str, message: str = "") -> None:

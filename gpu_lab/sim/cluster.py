@@ -18,6 +18,7 @@ from ..model.objects import Node, Pod
 from ..model.parse import NameGenerator
 from .clock import EventQueue
 from .controllers.base import Controller
+from .events import EventLog
 from .scheduler import Attempt, Scheduler
 from .snapshot import Snapshot
 
@@ -62,6 +63,7 @@ class Cluster:
         self.seed, self.deterministic, self.record = seed, deterministic, record
         self.now = 0.0  # seconds on the simulated clock
         self.events = EventQueue()  # what happens later on the clock
+        self.api_events = EventLog()  # the Event objects the components recorded (kubectl get events)
         self.nodes: dict[str, Node] = {}
         self.snapshot = Snapshot()
         self.scheduler = Scheduler.from_config(None, self.snapshot, seed, deterministic, record)

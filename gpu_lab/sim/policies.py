@@ -120,6 +120,8 @@ class Policies:
             text = (f"Create Pod {pod.name} in StatefulSet {owner} failed error: {message}"
                     if pod.owner_kind == "StatefulSet" else f"Error creating: {message}")
             self.failed_creates.append((pod.owner_kind, pod.namespace, owner, text))
+            self.cluster.api_events.record(pod.namespace, pod.owner_kind, owner, "Warning", "FailedCreate", text,
+                                           self.cluster.now)
 
     # ------------------------------------------------------------ disruption budgets
     def disruption_budgets(self) -> list[tuple[DisruptionBudget, int]]:

@@ -10,8 +10,10 @@ GangScheduling holds them, with their nodes reserved, until the gang is complete
 
 from __future__ import annotations
 
+from ..model.objects import stable_uid
 from .binder import Binder
 from .cluster import Cluster, PodRecord
+from .events import SCHEDULED, truncate
 from .plugins.defaultpreemption import lower_priority_nominated
 from .podgroups import WaitingPod
 from .queue import PERMIT_TIMER, ActiveQueue, GangQueue, SchedulingQueue
@@ -61,7 +63,7 @@ class SchedulingLoop:
             queue.tried(c, rec)
             rec.attempt = attempt if c.record else None
             if attempt.node is not None:
-                self.binder.bind(rec, attempt.node)
+                self._bind(rec, attempt.node)
                 active.assigned_pod_added(rec.pod, c.scheduler.config.profile_for)
                 continue
             if self._handle_failure(rec, attempt):
@@ -71,11 +73,26 @@ class SchedulingLoop:
             else:
                 active.unschedulable(rec, pod_added_may_help=True)
 
+    def _bind(self, rec: PodRecord, node: str) -> None:
+        """The binding cycle: the default binder's ``Scheduled`` event once the API server took
+        the binding (the kubelet may still reject the pod after it), then the bind."""
+        pod = rec.pod
+        self.cluster.api_events.record(pod.namespace, "Pod", pod.name, "Normal", "Scheduled",
+                                       SCHEDULED.format(pod.namespace, pod.name, node), self.cluster.now)
+        self.binder.bind(rec, node)
+
+    def _failed(self, rec: PodRecord) -> None:
+        """handleSchedulingFailure's ``FailedScheduling`` event, in the pod's condition message."""
+        pod = rec.pod
+        self.cluster.api_events.record(pod.namespace, "Pod", pod.name, "Warning", "FailedScheduling", truncate(rec.message),
+                                       self.cluster.now)
+
     def _handle_failure(self, rec: PodRecord, attempt: Attempt) -> bool:
         """Record why the pod is pending and carry out its preemption, if PostFilter nominated
         a node: its victims are evicted. Returns whether any were (room was made)."""
         c = self.cluster
         rec.message = attempt.message
+        self._failed(rec)
         rec.unschedulable_plugins = set(attempt.diagnosis.unschedulable_plugins) if attempt.diagnosis else set()
         pf = attempt.post_filter
         if pf is not None and pf.nominated_node is None and pf.nominating_mode == "Override":
@@ -123,6 +140,7 @@ class SchedulingLoop:
         for pod_key, message in result.messages.items():
             rec = by_key[pod_key]
             rec.message = message
+            self._failed(rec)
             a = rec.attempt
             rec.unschedulable_plugins = (set(a.diagnosis.unschedulable_plugins)
                                          if a is not None and a.diagnosis is not None and a.node is None
@@ -134,8 +152,9 @@ class SchedulingLoop:
         if post is None or not post.victims:
             return bound, failed, False
         preemptor = members[0].pod
+        by = f"podgroup {stable_uid(*key.split('/', 1), 'PodGroup')}"  # the sim's PodGroups have no uid of their own
         for victim in post.victims:
-            self.binder.evict(victim, preemptor)
+            self.binder.evict(victim, preemptor, by)
         for pod_key, i in post.nominated_pods.items():
             c.scheduler.nominate(by_key[pod_key].pod, i)
             by_key[pod_key].nominated_node = c.snapshot.nodes[i].name
@@ -161,13 +180,14 @@ class SchedulingLoop:
         if status is not None:  # rejected at Permit: unreserved, back to the queue
             state.scheduled -= 1
             rec.message = status.message()
+            self._failed(rec)
             return False
         released = [w for w in groups.waiting_pods.values() if w.allowed]
         for w in released:
             del groups.waiting_pods[w.pod.key]
             state.waiting.remove(w.pod.key)
             c.snapshot.remove_pod(w.pod)
-        self.binder.bind(rec, node)
+        self._bind(rec, node)
         for w in released:
-            self.binder.bind(c.records[w.pod.key], w.node)
+            self._bind(c.records[w.pod.key], w.node)
         return True

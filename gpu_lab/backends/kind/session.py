@@ -215,6 +215,9 @@ class KindSession(KubeconfigSession):
     def _our_pods(self) -> list[dict]:
         return super()._our_pods() if self._connected else []  # no cluster yet: no pods
 
+    def _event_rows(self):
+        return super()._event_rows() if self._connected else []  # no cluster yet: no Events
+
     def _pod_rows(self):
         """Rows as on the kubeconfig backend, plus each running pod's devices: the
         ``NVIDIA_VISIBLE_DEVICES`` its container got from our plugin's ``Allocate``, read

@@ -50,6 +50,7 @@ from .. import batch, podsets, policyobjects
 from ..account import scheduler_account
 from ..apiobjects import condition, node_rows, pod_row
 from ..base import Session, Source
+from ..events import EventRow, event_row
 from ..tables import NodeRow, PodRow
 from ..waiting import wait_settled
 from . import MANAGED_LABEL, OWNED_LABEL
@@ -378,6 +379,10 @@ class KubeconfigSession(Session):
         ``namespace/name`` reads any pod (reading changes nothing)."""
         ns, name = pod.split("/", 1) if "/" in pod else (self.namespace, pod)
         return scheduler_account(self.client, ns, name)
+
+    def _event_rows(self) -> list[EventRow]:
+        """The Events of gpu-lab's namespace (reset deletes them with it)."""
+        return [event_row(e) for e in self.client.list("Event", namespace=self.namespace)["items"]]
 
     # ------------------------------------------------------------- nodes
     def _change_node(

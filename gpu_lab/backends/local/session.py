@@ -35,6 +35,7 @@ from .. import batch, policyobjects
 from ..account import scheduler_account
 from ..apiobjects import condition, node_rows, pod_row
 from ..base import Session, Source
+from ..events import EventRow, event_row
 from ..tables import NodeRow, PodRow
 from ..waiting import wait_settled
 from . import draobjects, jobtable, kueueobjects, podsets, schedulerlog
@@ -86,6 +87,7 @@ class LocalSession(Session):
         self._custom_scheduler = False
         self._started, self._advanced = time.monotonic(), 0.0
         self._log_mark = (0, 0)  # where this session's part of the scheduler log begins (reset)
+        self._events_before: set[str] = set()  # uids of the Events the last reset left (default's)
         self._changed_at: float | None = None  # wall time of the last node or pod change
         self._alive_checked = 0.0
 
@@ -566,6 +568,8 @@ class LocalSession(Session):
             self.cluster.set_scheduler_config(None, progress=lambda _m: None)
             self._custom_scheduler = False
         self._log_mark = schedulerlog.log_mark(self.cluster.log_path(SCHEDULER))
+        # the API server keeps Events an hour; those of the namespaces reset deleted went with them
+        self._events_before = {e["metadata"].get("uid", "") for e in self.client.list("Event")["items"]}
 
     def _scheduling_history(self) -> list[schedulerlog.Attempt]:
         """The real scheduler's attempts since the last reset, in order (fidelity.py replays
@@ -593,6 +597,13 @@ class LocalSession(Session):
             with contextlib.suppress(ApiError):
                 for obj in self.client.list(kind, api_version=KUEUE_API)["items"]:
                     self.client.delete(kind, obj["metadata"]["name"], missing_ok=True, api_version=KUEUE_API)
+
+    def _event_rows(self) -> list[EventRow]:
+        """The Events of the lab's namespaces (default and the user's; a node's are in
+        default, as the node lifecycle controller's RegisteredNode), since the last reset."""
+        return [event_row(e) for e in self.client.list("Event")["items"]
+                if e["metadata"].get("namespace") not in SYSTEM_NAMESPACES - {"default"}
+                and e["metadata"].get("uid") not in self._events_before]
 
     def _pod_manifests(self) -> dict[str, dict]:
         return {f"{p['metadata'].get('namespace', 'default')}/{p['metadata']['name']}": p
