@@ -67,14 +67,15 @@ def _existing(client: KubeClient) -> list[tuple[Pod, str, dict]]:
 # ------------------------------------------------------------------ admission, judged first
 
 
-def admit(client: KubeClient, sc, docs: list[dict], wait: Callable[[Callable[[], bool], str], None]) -> None:
+def admit(client: KubeClient, sc, docs: list[dict], wait: Callable[[Callable[[], bool], str], None]) -> set[str]:
     """LimitRanger and ResourceQuota for the apply's pods, in creation order, by the shared
     model: a refused bare pod raises (``Forbidden``, the API server's words); a controller's
-    refused pod is dropped from ``sc`` (its controller's create will fail: no pod to wait for)."""
+    refused pod is dropped from ``sc`` (its controller's create will fail: no pod to wait for,
+    but a ``FailedCreate`` event). Returns the keys of the pods dropped."""
     ranges = [parse_limit_range(d) for d in client.list("LimitRange")["items"]] + list(sc.limit_ranges)
     stored = client.list("ResourceQuota")["items"]
     if not (ranges or stored or sc.resource_quotas):
-        return
+        return set()
     if stored:
         wait(lambda: synced(client), "the resource quota controller")
         stored = client.list("ResourceQuota")["items"]
@@ -96,6 +97,7 @@ def admit(client: KubeClient, sc, docs: list[dict], wait: Callable[[Callable[[],
         sc.pods = [p for p in sc.pods if p.key not in refused]
         for record in sc.workloads:
             record["pods"] = [n for n in record["pods"] if f"{record['namespace']}/{n}" not in refused]
+    return refused
 
 
 def _in_api_words(client: KubeClient, pod: Pod, err: Forbidden) -> GpuLabError:

@@ -115,7 +115,8 @@ class LocalSession(Session):
         docs = [d for d in docs if not draobjects.is_dra(d)]
         sc = parse_scenario(docs, known_priority_classes=self._priority_classes())  # same checks as sim
         # LimitRanger and ResourceQuota judged by the shared model first (policyobjects.py)
-        policyobjects.admit(self.client, sc, [d for d in docs if not kueueobjects.is_kueue(d)], self._wait)
+        all_pods = list(sc.pods)
+        refused = policyobjects.admit(self.client, sc, [d for d in docs if not kueueobjects.is_kueue(d)], self._wait)
         # kueue.x-k8s.io objects: created as they are where Kueue runs, refused where it does not
         kueue_docs = kueueobjects.check(self.cluster, sc.kueue)
         docs = [d for d in docs if not kueueobjects.is_kueue(d)]
@@ -175,6 +176,11 @@ class LocalSession(Session):
                         self._wait(lambda c=created, ns=ns, want=want: self._pods_made_by(c, ns) >= want,
                                    f"the {kind} controller to create the pods of {kind.lower()}/{ns}/"
                                    f"{created['metadata']['name']}")
+                        if any(p.key in refused for p in batch.pods_of(doc, all_pods)):
+                            # and its refused create reported, so events() shows it at once
+                            self._wait(lambda c=created, ns=ns: self._failed_create_reported(c, ns),
+                                       f"the {kind} controller to report FailedCreate for "
+                                       f"{kind.lower()}/{ns}/{created['metadata']['name']}")
                 name = created["metadata"]["name"]  # the API server's, for generateName
                 self._created.append((kind, name, ns))
                 refs.append(f"{kind.lower()}/{name if ns is None else ns + '/' + name}")
@@ -184,16 +190,27 @@ class LocalSession(Session):
                        "the device-taint-eviction controller")
         return refs
 
-    def _pods_made_by(self, created: dict, ns: str) -> int:
-        """How many pods the controller object ``created`` has now (a Deployment's through its
-        ReplicaSets). Counting by owner, not lab-wide, so a pod preempted for good elsewhere
-        (a bare pod) cannot keep the wait from ending."""
+    def _owners(self, created: dict, ns: str) -> set[str]:
+        """The uids of what makes ``created``'s pods: itself, or a Deployment's ReplicaSets."""
         owners = {created["metadata"]["uid"]}
         if created.get("kind") == "Deployment":
             owners = {rs["metadata"]["uid"] for rs in self.client.list("ReplicaSet", namespace=ns)["items"]
                       if any(o.get("uid") in owners for o in rs["metadata"].get("ownerReferences") or [])}
+        return owners
+
+    def _pods_made_by(self, created: dict, ns: str) -> int:
+        """How many pods the controller object ``created`` has now (a Deployment's through its
+        ReplicaSets). Counting by owner, not lab-wide, so a pod preempted for good elsewhere
+        (a bare pod) cannot keep the wait from ending."""
+        owners = self._owners(created, ns)
         return sum(1 for p in self.client.list("Pod", namespace=ns)["items"]
                    if any(o.get("uid") in owners for o in p["metadata"].get("ownerReferences") or []))
+
+    def _failed_create_reported(self, created: dict, ns: str) -> bool:
+        """Whether the controller of ``created`` has a ``FailedCreate`` event on record."""
+        owners = self._owners(created, ns)
+        return any(e.get("reason") == "FailedCreate" and (e.get("involvedObject") or {}).get("uid") in owners
+                   for e in self.client.list("Event", namespace=ns)["items"])
 
     def _create(self, doc: dict, ns: str | None) -> dict:
         """Create, retrying while what the same batch just created is not yet in the API
