@@ -724,6 +724,18 @@ def test_quotas_limit_ranges_and_budgets_admit_as_on_the_sim(lab, kube):
     # pods on these kubelet-less nodes never become Ready
     st = kube.get("PodDisruptionBudget", "train", namespace="gpu-lab", api_version="policy/v1")["status"]
     assert (st["currentHealthy"], st["desiredHealthy"], st["expectedPods"], st["disruptionsAllowed"]) == (0, 1, 2, 0)
+    # events(): the ReplicaSet's refused create, as the sim records it (the controller may
+    # report it a moment after its pods exist; the sim records no SuccessfulCreate)
+    def failed(events):
+        return events[events["reason"] == "FailedCreate"]
+
+    deadline = time.monotonic() + 20
+    while failed(real_events := lab.events(kind="ReplicaSet")).empty and time.monotonic() < deadline:
+        time.sleep(0.5)
+    real_failed, sim_failed = failed(real_events), failed(sim.events(kind="ReplicaSet"))
+    assert len(real_failed) and len(sim_failed)
+    assert real_failed["message"].iloc[0].split(" is forbidden: ")[1] == \
+        sim_failed["message"].iloc[0].split(" is forbidden: ")[1]
     # a bare pod over quota: the API server's refusal, word for word the sim's, nothing created
     with pytest.raises(GpuLabError) as real:
         lab.apply(OVER_QUOTA)
