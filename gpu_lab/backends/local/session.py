@@ -550,7 +550,8 @@ class LocalSession(Session):
             for p in self.client.list("Pod", namespace=ns)["items"]:
                 self.client.delete("Pod", p["metadata"]["name"], namespace=ns, missing_ok=True,
                                    grace_period_seconds=0)
-            podsets.delete_services(self.client, ns)
+            if ns not in ADDON_NAMESPACES:  # Kueue's webhook Service lives there
+                podsets.delete_services(self.client, ns)
             for kind in ("PodGroup", "Workload"):  # the native Workload API (cluster.FEATURE_GATES)
                 with contextlib.suppress(ApiError):  # a lab started before it was served
                     for obj in self.client.list(kind, namespace=ns, api_version=POD_GROUP_API)["items"]:
