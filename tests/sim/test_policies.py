@@ -114,14 +114,15 @@ URGENT = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "urgent"},
                    "containers": [{"name": "c", "image": "x", "resources": {"limits": {"nvidia.com/gpu": 1}}}]}}
 
 
-def _preempted(pdb: dict | None) -> list[str]:
+def _preempted(pdb: dict | None, cluster: str = PREEMPTION, arrival: dict | str = URGENT) -> list[str]:
+    """Who ``arrival`` (a pod, or a gang, named urgent) preempts in ``cluster``, with or without a PDB on train."""
     s = gpu_lab.connect("sim")
-    s.apply(PREEMPTION)
+    s.apply(cluster)
     if pdb is not None:
         s.apply({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "train"},
                  "spec": {**pdb, "selector": {"matchLabels": {"app": "train"}}}})
     s.schedule()
-    s.apply(URGENT)
+    s.apply(arrival)
     pods = s.schedule()
     assert pods.set_index("name").loc["urgent", "phase"] == "Running"
     return sorted(pods[pods["reason"] == "PreemptionByScheduler"]["name"].str.split("-").str[0])
@@ -358,13 +359,4 @@ spec:
 def test_pod_group_preemption_reprieves_budget_protected_victims_first(pdb, victim):
     # PodGroupPostFilter filters victims with FilterVictimsWithPDBViolation too: the spent
     # budget's pod is put back first, so the more important pod goes instead.
-    s = gpu_lab.connect("sim")
-    s.apply(GANG_PREEMPTION)
-    if pdb is not None:
-        s.apply({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "train"},
-                 "spec": {**pdb, "selector": {"matchLabels": {"app": "train"}}}})
-    s.schedule()
-    s.apply(GANG)
-    pods = s.schedule()
-    assert pods.set_index("name").loc["urgent", "phase"] == "Running"
-    assert sorted(pods[pods["reason"] == "PreemptionByScheduler"]["name"].str.split("-").str[0]) == [victim]
+    assert _preempted(pdb, GANG_PREEMPTION, GANG) == [victim]
