@@ -67,3 +67,17 @@ def require_kind(what: str = "the kind tests") -> None:
     if missing or kind_build.tool_path("kind") is None or kind_build.tool_path("kubectl") is None:
         _missing(f"kind images or tools not built ({', '.join(missing) or 'kind, kubectl'}): "
                  "run `gpu-lab kind build`", what)
+
+
+def refused_alike(text: str, local) -> None:
+    """The simulator refuses the manifest ``text`` in the words the real API server refuses it."""
+    import yaml
+
+    from gpu_lab.kube import ApiError
+    from gpu_lab.model.scenario import load_documents, parse_scenario
+
+    with pytest.raises(gpu_lab.GpuLabError) as ours:
+        parse_scenario(load_documents(text))
+    with pytest.raises(ApiError) as theirs:
+        local.client.create(yaml.safe_load(text), namespace="default")
+    assert str(ours.value) == str(theirs.value)

@@ -11,13 +11,9 @@ from __future__ import annotations
 import ipaddress
 
 import pytest
-import yaml
-from realcluster import private_lab
+from realcluster import private_lab, refused_alike
 
-import gpu_lab
 from gpu_lab.backends.local.flags import SERVICE_CIDR
-from gpu_lab.kube import ApiError
-from gpu_lab.model.scenario import load_documents, parse_scenario
 
 BAD = [
     """
@@ -119,12 +115,7 @@ def local(tmp_path_factory):
 @pytest.mark.controlplane
 @pytest.mark.parametrize("text", BAD, ids=[f"bad{i}" for i in range(len(BAD))])
 def test_the_simulator_refuses_in_the_api_servers_words(text, local):
-    doc = yaml.safe_load(text)
-    with pytest.raises(gpu_lab.GpuLabError) as ours:
-        parse_scenario(load_documents(text))
-    with pytest.raises(ApiError) as theirs:
-        local.client.create(doc, namespace="default")
-    assert str(ours.value) == str(theirs.value)
+    refused_alike(text, local)
 
 
 @pytest.mark.controlplane
