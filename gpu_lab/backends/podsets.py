@@ -60,9 +60,15 @@ class PodSets:
             uid = self.client.get(record["kind"], record["name"], namespace=record["namespace"])["metadata"]["uid"]
         except NotFound:
             return False
-        events = self.client.list("Event", namespace=record["namespace"],
-                                  field_selector=f"involvedObject.uid={uid}")["items"]
-        return any(e.get("reason") == "FailedCreate" for e in events)
+        return failed_create_reported(self.client, record["namespace"], {uid})
+
+
+def failed_create_reported(client: KubeClient, namespace: str, uids: set[str]) -> bool:
+    """Whether a controller reported ``FailedCreate`` on one of the objects ``uids`` (its
+    create was refused: a quota, a LimitRange)."""
+    selector = f"involvedObject.uid={next(iter(uids))}" if len(uids) == 1 else None
+    return any(e.get("reason") == "FailedCreate" and (e.get("involvedObject") or {}).get("uid") in uids
+               for e in client.list("Event", namespace=namespace, field_selector=selector)["items"])
 
 
 def owned_by_podset(pod: dict) -> bool:

@@ -9,11 +9,11 @@ cluster IPs from the service CIDR; no kube-proxy runs: they only steer default s
 from __future__ import annotations
 
 from ...kube import KubeClient
-from ..podsets import KINDS, PodSets
+from ..podsets import KINDS, PodSets, failed_create_reported
 
 DEFAULT_SERVICE = ("default", "kubernetes")  # the API server's own: never deleted by reset
 
-__all__ = ["DEFAULT_SERVICE", "KINDS", "PodSets", "delete_services"]
+__all__ = ["DEFAULT_SERVICE", "KINDS", "PodSets", "delete_services", "failed_create_reported"]
 
 
 def delete_services(client: KubeClient, namespace: str) -> None:

@@ -208,9 +208,7 @@ class LocalSession(Session):
 
     def _failed_create_reported(self, created: dict, ns: str) -> bool:
         """Whether the controller of ``created`` has a ``FailedCreate`` event on record."""
-        owners = self._owners(created, ns)
-        return any(e.get("reason") == "FailedCreate" and (e.get("involvedObject") or {}).get("uid") in owners
-                   for e in self.client.list("Event", namespace=ns)["items"])
+        return bool(owners := self._owners(created, ns)) and podsets.failed_create_reported(self.client, ns, owners)
 
     def _create(self, doc: dict, ns: str | None) -> dict:
         """Create, retrying while what the same batch just created is not yet in the API
