@@ -695,17 +695,13 @@ def test_up_runs_preflight_then_every_step_and_writes_the_lab(tmp_path, scenario
     assert lab.kubeconfig() == d / "kubeconfig"
 
 
-def test_up_reuses_a_cluster_with_the_same_nodes_and_refuses_other_nodes(tmp_path, scenario):
+def test_up_reuses_a_cluster_with_the_same_nodes_and_refuses_an_older_config(tmp_path, scenario):
     first = FakeShell()
     KindCluster(NAME, root=tmp_path, repo=REPO, runner=first.runner()).up(scenario, progress=None)
     again = FakeShell(answers={("kind", "get", "clusters"): (0, f"other\n{NAME}\n", "")})
     KindCluster(NAME, root=tmp_path, repo=REPO, runner=again.runner()).up(scenario, progress=None)
     assert not [c for c in again.calls if c[:2] == ["kind", "create"]]
     assert [c for c in again.calls if c[:2] == ["kind", "load"]]
-    with pytest.raises(KindError, match="has other nodes than this scenario: run `gpu-lab down"):
-        KindCluster(NAME, root=tmp_path, repo=REPO, runner=again.runner()).up(
-            "apiVersion: v1\nkind: Node\nmetadata: {name: n1}\n", progress=None
-        )
     older = yaml.safe_load((tmp_path / "kind" / NAME / "kind-config.yaml").read_text())
     older["kubeadmConfigPatches"] = older["kubeadmConfigPatches"][:1]  # before the score log
     (tmp_path / "kind" / NAME / "kind-config.yaml").write_text(kc.dump(older))
@@ -716,6 +712,109 @@ def test_up_reuses_a_cluster_with_the_same_nodes_and_refuses_other_nodes(tmp_pat
         KindCluster("kind", root=tmp_path, repo=REPO, runner=stranger.runner()).up(
             scenario, progress=None
         )
+
+
+RESHAPED = """
+apiVersion: gpulab.dev/v1alpha1
+kind: NodePool
+metadata: {name: t4}
+spec:
+  count: 1
+  gpu: {model: T4, count: 4}
+  labels: {team: infer}
+  taints: [{key: spot, value: "true", effect: NoSchedule}]
+---
+apiVersion: gpulab.dev/v1alpha1
+kind: NodePool
+metadata: {name: cpu}
+spec: {count: 1, cpu: "16", memory: 64Gi}
+"""
+
+
+def _joins(calls) -> list[tuple[str, str]]:
+    """(container, node name) of each `kubeadm join` a reshape ran."""
+    out = []
+    for c in calls:
+        if c[:2] == ["docker", "exec"] and "kubeadm join" in c[-1]:
+            out.append((c[2], re.search(r"s/\^  name: \.\*/  name: ([^/]+)/", c[-1])[1]))
+    return out
+
+
+def test_up_reshapes_a_running_cluster_to_another_scenarios_nodes(tmp_path, scenario):
+    first = FakeShell()
+    made = KindCluster(NAME, root=tmp_path, repo=REPO, runner=first.runner()).up(scenario, progress=None)
+    config = (tmp_path / "kind" / NAME / "kind-config.yaml").read_text()
+    running = {("kind", "get", "clusters"): (0, f"{NAME}\n", "")}
+    again = FakeShell(answers=running)
+    said: list[str] = []
+    lab = KindCluster(NAME, root=tmp_path, repo=REPO, runner=again.runner())
+    plan = lab.up(RESHAPED, progress=said.append)
+    assert "exists: reshaping it for this scenario (2 of its 7 workers join as its nodes; " in said[0]
+    assert not [c for c in again.calls if c[:2] in (["kind", "create"], ["kind", "delete"])]
+    # t4-0 stays on the worker that played it; cpu-0 too; the config is the one it was made with
+    assert plan.containers() == {"t4-0": made.containers()["t4-0"], "cpu-0": made.containers()["cpu-0"]}
+    assert (tmp_path / "kind" / NAME / "kind-config.yaml").read_text() == config
+    control_plane = f"{NAME}-control-plane"
+    assert lab.containers_of_nodes() == {control_plane: control_plane, **plan.containers()}
+    calls = again.calls[again.calls.index(["kind", "get", "clusters"]) + 1:]
+    k = str(tmp_path / "kind" / NAME / "kubeconfig")
+    assert calls[0][:6] == ["kubectl", "--kubeconfig", k, "-n", mf.NAMESPACE, "delete"]
+    resets = [c[2] for c in calls if c[-3:] == ["kubeadm", "reset", "--force"]]
+    assert resets == list(made.containers().values())  # every worker
+    assert ["kubectl", "--kubeconfig", k, "delete", "nodes", *made.containers(), "--ignore-not-found"] in calls
+    assert len([c for c in calls if "--field-selector" in c and "--force" in c]) == 7
+    assert _joins(calls) == [(plan.containers()["t4-0"], "t4-0"), (plan.containers()["cpu-0"], "cpu-0")]
+    t4 = next(w for w in plan.workers if w.node == "t4-0")
+    join = next(c[-1] for c in calls if "kubeadm join" in c[-1] and "t4-0" in c[-1])
+    assert "team=infer" in ",".join(f"{key}={v}" for key, v in t4.kind_labels.items())
+    assert ("/^  - name: node-labels$/{n;s#^    value: .*#    value: "
+            + ",".join(f"{key}={v}" for key, v in t4.kind_labels.items()) + "#}") in join
+    wait = calls.index(["kubectl", "--kubeconfig", k, "wait", "--for=create", "node/t4-0", "node/cpu-0",
+                        "--timeout=180s"])
+    assert calls[wait + 1:] == [list(s.argv) for s in cmd.up_steps(
+        NAME, image=mf.IMAGE, config=plan.paths["config"], manifests=plan.paths["manifests"],
+        kubeconfig=plan.paths["kubeconfig"], patches=plan.patches, resources=plan.resources,
+        create=False)]
+    assert ["kubectl", "--kubeconfig", k, "taint", "nodes", "-l", "gpulab.dev/node=t4-0", "--overwrite",
+            "spot=true:NoSchedule"] in calls
+    # the same scenario again is plain reuse: nothing resets
+    same = FakeShell(answers=running)
+    said.clear()
+    KindCluster(NAME, root=tmp_path, repo=REPO, runner=same.runner()).up(RESHAPED, progress=said.append)
+    assert said[0] == f"kind cluster {NAME!r} exists: reusing it"
+    assert not [c for c in same.calls if "kubeadm" in " ".join(c)]
+    # other names fit too: they take free workers; back to the first scenario, all seven join
+    other = FakeShell(answers=running)
+    KindCluster(NAME, root=tmp_path, repo=REPO, runner=other.runner()).up(
+        "apiVersion: gpulab.dev/v1alpha1\nkind: NodePool\nmetadata: {name: x}\n"
+        "spec: {count: 3, gpu: {model: L4, count: 1}}\n", progress=None)
+    assert [n for _, n in _joins(other.calls)] == ["x-0", "x-1", "x-2"]
+    assert ["kubectl", "--kubeconfig", k, "delete", "nodes", "t4-0", "cpu-0", "--ignore-not-found"] in other.calls
+    back = FakeShell(answers=running)
+    KindCluster(NAME, root=tmp_path, repo=REPO, runner=back.runner()).up(scenario, progress=None)
+    assert sorted(_joins(back.calls)) == sorted((c, n) for n, c in made.containers().items())
+
+
+def test_a_scenario_with_more_nodes_than_workers_is_refused(tmp_path):
+    two = "apiVersion: gpulab.dev/v1alpha1\nkind: NodePool\nmetadata: {name: x}\nspec: {count: 2, cpu: '4', memory: 8Gi}\n"
+    KindCluster(NAME, root=tmp_path, repo=REPO, runner=FakeShell().runner()).up(two, progress=None)
+    running = FakeShell(answers={("kind", "get", "clusters"): (0, f"{NAME}\n", "")})
+    with pytest.raises(KindError, match=rf"^the kind cluster '{NAME}' has 2 workers and this scenario 3 "
+                       r"nodes \(kind cannot add workers to a cluster\): run `gpu-lab down --backend kind"):
+        KindCluster(NAME, root=tmp_path, repo=REPO, runner=running.runner()).up(
+            two.replace("count: 2", "count: 3"), progress=None)
+
+
+def test_a_reshape_that_fails_is_done_again_by_the_next_up(tmp_path, scenario):
+    KindCluster(NAME, root=tmp_path, repo=REPO, runner=FakeShell().runner()).up(scenario, progress=None)
+    running = {("kind", "get", "clusters"): (0, f"{NAME}\n", "")}
+    failing = FakeShell(answers={**running, ("kubectl", "--kubeconfig"): (1, "", "error: timed out\n")})
+    with pytest.raises(KindError, match="timed out"):
+        KindCluster(NAME, root=tmp_path, repo=REPO, runner=failing.runner()).up(RESHAPED, progress=None)
+    assert not [c for c in failing.calls if c[:2] in (["kind", "create"], ["kind", "delete"])]
+    again = FakeShell(answers=running)
+    KindCluster(NAME, root=tmp_path, repo=REPO, runner=again.runner()).up(RESHAPED, progress=None)
+    assert [n for _, n in _joins(again.calls)] == ["t4-0", "cpu-0"]
 
 
 def test_up_stops_before_writing_anything_without_docker(tmp_path, scenario):

@@ -66,6 +66,8 @@ class KindPlan:
     repo: Path
     image: str
     warnings: list[str] = field(default_factory=list)
+    #: on a cluster that exists: the steps that make its workers this scenario's nodes
+    reshape: list[cmd.Step] = field(default_factory=list)
 
     @property
     def config_text(self) -> str:
@@ -76,7 +78,7 @@ class KindPlan:
         return mf.dump_all(self.manifests) if self.manifests else None
 
     def steps(self, create: bool = True) -> list[cmd.Step]:
-        return cmd.up_steps(
+        return ([] if create else self.reshape) + cmd.up_steps(
             self.name,
             image=self.image,
             config=self.paths["config"],
@@ -105,6 +107,10 @@ class KindPlan:
         else:
             self.paths["manifests"].unlink(missing_ok=True)
         self.paths["script"].write_text(self.script())
+
+
+def _playing_of(workers: list[kc.Worker]) -> dict[str, dict[str, Any]]:
+    return {w.node: {"container": w.container, "labels": dict(w.kind_labels)} for w in workers}
 
 
 class KindCluster:
@@ -144,24 +150,22 @@ class KindCluster:
             "script": self.dir / "up.sh",
             "kubeconfig": self.dir / "kubeconfig",
             "log": self.dir / "up.log",
+            "playing": self.dir / "nodes.yaml",  # the workers' nodes now (reshape)
         }
 
     def kubeconfig(self) -> Path:
         return self.paths["kubeconfig"]
 
     def containers_of_nodes(self) -> dict[str, str]:
-        """Kubernetes node name -> the Docker container kind runs it in, from the kind config
-        ``up`` wrote (kind numbers its worker containers in config order; empty before)."""
-        config = self.paths["config"]
-        if not config.exists():
+        """Kubernetes node name -> the Docker container kind runs it in: what the last ``up``
+        made the workers play (kind numbers its worker containers in config order; empty
+        before the first)."""
+        if not self.paths["config"].exists():
             return {}
-        workers = [n for n in (yaml.safe_load(config.read_text()) or {}).get("nodes", [])
-                   if n.get("role") == "worker"]
-        control_plane, containers = kc.kind_node_names(self.name, len(workers))
-        out = {control_plane: control_plane}  # the control plane registers under its own name
-        for node, container in zip(workers, containers):
-            out[(node.get("labels") or {}).get(kc.NODE_LABEL, container)] = container
-        return out
+        control_plane, _ = kc.kind_node_names(self.name, 0)
+        # the control plane registers under its own name
+        return {control_plane: control_plane,
+                **{n: p["container"] for n, p in self._playing().items()}}
 
     def runner(self, progress: Progress = print) -> cmd.Runner:
         if self._runner is not None:
@@ -171,8 +175,12 @@ class KindCluster:
 
     # ------------------------------------------------------------------ plan
 
-    def plan(self, scenario: Scenario | Any) -> KindPlan:
-        """What ``up`` would do for ``scenario`` (a Scenario, or YAML text, path, dicts)."""
+    def plan(self, scenario: Scenario | Any, made: dict[str, Any] | None = None,
+             containers: dict[str, str] | None = None) -> KindPlan:
+        """What ``up`` would do for ``scenario`` (a Scenario, or YAML text, path, dicts).
+
+        ``made`` and ``containers``: the kind config of the running cluster and the worker
+        container each scenario node goes to (``up`` reshapes it); the config stays that one."""
         sc = scenario if isinstance(scenario, Scenario) else load_scenario(scenario)
         if not sc.nodes:
             raise KindError("the scenario has no Nodes or NodePools: nothing to make kind "
@@ -183,7 +191,7 @@ class KindCluster:
                 f"(about 0.5 GB of memory each) and gpu-lab stops at {self.max_workers}: use "
                 "`gpu-lab up --backend local` for bigger clusters"
             )
-        workers = kc.plan_workers(self.name, sc.nodes)
+        workers = kc.plan_workers(self.name, sc.nodes, containers)
         warnings = []
         for w in workers:
             rec = w.record
@@ -197,7 +205,7 @@ class KindCluster:
         return KindPlan(
             name=self.name,
             workers=workers,
-            config=kc.kind_config(self.name, workers, self.node_image),
+            config=made if made is not None else kc.kind_config(self.name, workers, self.node_image),
             manifests=mf.device_plugin_manifests(workers, self.image),
             patches=mf.node_patches(workers),
             resources=mf.gpu_resources(workers),
@@ -217,7 +225,12 @@ class KindCluster:
     def up(self, scenario: Scenario | Any, progress: Progress = print) -> KindPlan:
         """Create (or reuse) the cluster, load the plugin image, label and taint the nodes,
         deploy the plugin and wait until every GPU node advertises its GPUs. A failed
-        creation deletes the half-made cluster."""
+        creation deletes the half-made cluster.
+
+        A cluster that exists is reused as it is when its workers play the scenario's nodes
+        already, and reshaped when they play others (``commands.reshape_steps``: the workers
+        join again as the scenario's nodes, in seconds; the pods on them go). A scenario with
+        more nodes than the cluster has workers needs a new cluster (``down`` first)."""
         say = progress or (lambda _m: None)
         plan = self.plan(scenario)
         runner = self.runner(progress)
@@ -228,22 +241,27 @@ class KindCluster:
             raise KindError(f"image {', '.join(missing)} not built yet: run `gpu-lab kind build` "
                             "(about 2 minutes once the control plane is built)")
         exists = self.exists(runner)
+        reshape: list[cmd.Step] = []
         if exists:
-            old = self.paths["config"].read_text() if self.paths["config"].exists() else None
-            if old is None:
-                raise KindError(f"a kind cluster {self.name!r} exists but gpu-lab did not make "
-                                f"it (no {self.paths['config']}): pick another --name")
-            if old != plan.config_text:
-                # same nodes, other settings: made by an earlier gpu-lab (e.g. before its
-                # scheduler logged scores)
-                same_nodes = (yaml.safe_load(old) or {}).get("nodes") == plan.config["nodes"]
-                why = ("was made with an older gpu-lab's kind config" if same_nodes
-                       else "has other nodes than this scenario")
-                raise KindError(f"the kind cluster {self.name!r} {why}: run "
-                                f"`gpu-lab down --backend kind --name {self.name}` first")
-            say(f"kind cluster {self.name!r} exists: reusing it")
+            made = self._made_config(plan)
+            playing = self._playing()
+            containers = self._placement(plan, made, playing)
+            plan = self.plan(scenario, made, containers)
+            if playing != _playing_of(plan.workers):
+                workers = list(kc.configured_workers(made).values())
+                reshape = cmd.reshape_steps(self.kubeconfig(),
+                                            {n: p["container"] for n, p in playing.items()},
+                                            workers, plan.workers)
+                say(f"kind cluster {self.name!r} exists: reshaping it for this scenario "
+                    f"({len(plan.workers)} of its {len(workers)} workers join as its nodes; "
+                    "the pods on them go)")
+            else:
+                say(f"kind cluster {self.name!r} exists: reusing it")
         for w in plan.warnings:
             say(f"warning: {w}")
+        plan.reshape = reshape
+        if not exists:
+            self.paths["playing"].unlink(missing_ok=True)  # of a cluster deleted earlier
         plan.write()
         say(f"kind cluster {self.name!r}: {len(plan.workers)} workers "
             f"({', '.join(f'{w.node} in {w.container}' for w in plan.workers)})")
@@ -254,9 +272,56 @@ class KindCluster:
                 say(f"kind cluster {self.name!r} did not come up: deleting it")
                 with contextlib.suppress(KindError):
                     runner.execute(cmd.down_steps(self.name, self.kubeconfig()))
+            elif reshape:  # half reshaped: say so, and the next up reshapes it again
+                self._write_playing({n: {**p, "labels": {}} for n, p in _playing_of(plan.workers).items()})
             raise
+        self._write_playing(_playing_of(plan.workers))
         say(f"kind cluster {self.name!r} ready; kubeconfig: {self.kubeconfig()}")
         return plan
+
+    def _made_config(self, plan: KindPlan) -> dict[str, Any]:
+        """The running cluster's kind config, or one line saying why ``plan`` cannot use it."""
+        old = self.paths["config"].read_text() if self.paths["config"].exists() else None
+        if old is None:
+            raise KindError(f"a kind cluster {self.name!r} exists but gpu-lab did not make "
+                            f"it (no {self.paths['config']}): pick another --name")
+        made = yaml.safe_load(old) or {}
+        down = f"run `gpu-lab down --backend kind --name {self.name}` first"
+        if kc.frame(made) != kc.frame(plan.config):
+            # made by an earlier gpu-lab (e.g. before its scheduler logged scores)
+            raise KindError(f"the kind cluster {self.name!r} was made with an older gpu-lab's "
+                            f"kind config: {down}")
+        workers = kc.configured_workers(made)
+        if len(plan.workers) > len(workers):
+            raise KindError(f"the kind cluster {self.name!r} has {len(workers)} workers and this "
+                            f"scenario {len(plan.workers)} nodes (kind cannot add workers to a "
+                            f"cluster): {down}")
+        return made
+
+    @staticmethod
+    def _placement(plan: KindPlan, made: dict[str, Any],
+                   playing: dict[str, dict[str, Any]]) -> dict[str, str]:
+        """Scenario node -> worker container: a node some worker plays already stays there,
+        the others take the free workers in order."""
+        placed = {w.node: playing[w.node]["container"] for w in plan.workers if w.node in playing}
+        free = [c for c in kc.configured_workers(made).values() if c not in placed.values()]
+        return {w.node: placed.get(w.node) or free.pop(0) for w in plan.workers}
+
+    def _playing(self) -> dict[str, dict[str, Any]]:
+        """Node name -> {container, labels} of the workers that play a node now: what the last
+        ``up`` registered (every worker of the config, as made, if it never reshaped)."""
+        path = self.paths["playing"]
+        if path.exists():
+            return yaml.safe_load(path.read_text()) or {}
+        if not self.paths["config"].exists():
+            return {}
+        made = yaml.safe_load(self.paths["config"].read_text()) or {}
+        labels = kc.configured_labels(made)
+        return {n: {"container": c, "labels": labels.get(n, {})}
+                for n, c in kc.configured_workers(made).items()}
+
+    def _write_playing(self, playing: dict[str, dict[str, Any]]) -> None:
+        self.paths["playing"].write_text(yaml.safe_dump(playing, sort_keys=False))
 
     def down(self, progress: Progress = print, purge: bool = False) -> bool:
         """Delete the kind cluster; ``purge`` also deletes the lab folder. Returns whether a

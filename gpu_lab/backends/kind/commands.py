@@ -44,8 +44,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ...model.nodepool import POOL_LABEL
-from .config import KIND_MIN_VERSION, KIND_RELEASE, KindError
-from .manifests import NAMESPACE, NodePatch, daemonset_name
+from .config import KIND_MIN_VERSION, KIND_RELEASE, KindError, Worker
+from .manifests import MANAGED_BY, NAMESPACE, NodePatch, daemonset_name
 
 WAIT_TIMEOUT = "180s"
 DOCKER_INFO_TIMEOUT_S = 30.0
@@ -198,6 +198,47 @@ def up_steps(
         for pool, res in resources.items():
             for r, n in res.items():
                 steps.append(wait_allocatable(kubeconfig, pool, r, n))
+    return steps
+
+
+#: kind's kubeadm configuration on every node: a worker joins with its JoinConfiguration
+KUBEADM_CONFIG = "/kind/kubeadm.conf"
+
+
+def reshape_steps(kubeconfig: Path, playing: dict[str, str], containers: list[str],
+                  keep: list[Worker]) -> list[Step]:
+    """Make the workers of a running cluster (``containers``; ``playing``: node name ->
+    container, what they play now) the scenario's nodes ``keep``, as new machines joining:
+    the device plugins go; every worker is reset (``kubeadm reset``: its kubelet stops, its
+    state, device checkpoint and containers go); the old Nodes and the pods bound to them are
+    deleted; each kept worker joins again (``kubeadm join``, about 2 s) under its scenario
+    node's name and ``--node-labels``. Workers the scenario does not need stay reset: the API
+    server knows only the scenario's nodes."""
+    steps = [Step(kubectl(kubeconfig, "-n", NAMESPACE, "delete", "daemonset,configmap", "-l",
+                          ",".join(f"{k}={v}" for k, v in MANAGED_BY.items()), "--cascade=foreground",
+                          "--ignore-not-found", f"--timeout={WAIT_TIMEOUT}"),
+                  "delete the device plugins of the last scenario (and wait for their pods)")]
+    steps += [Step(("docker", "exec", c, "kubeadm", "reset", "--force"),
+                   f"reset the worker {c} (its kubelet stops; its state and containers go)", 120.0)
+              for c in containers]
+    if playing:
+        steps.append(Step(kubectl(kubeconfig, "delete", "nodes", *playing, "--ignore-not-found"),
+                          "delete the workers' old Nodes"))
+    steps += [Step(kubectl(kubeconfig, "delete", "pods", "--all-namespaces", "--field-selector",
+                           f"spec.nodeName={n}", "--force", "--grace-period=0"),
+                   f"delete the pods that were bound to {n}") for n in playing]
+    for w in keep:
+        labels = ",".join(f"{k}={v}" for k, v in w.kind_labels.items())
+        # kind's own JoinConfiguration, with the scenario node's name and labels (the value
+        # after "- name: node-labels": kind writes the labels in no fixed order)
+        script = (f"sed -i -E 's/^  name: .*/  name: {w.node}/; "
+                  f"/^  - name: node-labels$/{{n;s#^    value: .*#    value: {labels}#}}' {KUBEADM_CONFIG} "
+                  f"&& kubeadm join --config {KUBEADM_CONFIG} --skip-phases=preflight")
+        steps.append(Step(("docker", "exec", w.container, "sh", "-c", script),
+                          f"join {w.container} as {w.node}", 180.0))
+    steps.append(Step(kubectl(kubeconfig, "wait", "--for=create",
+                              *[f"node/{w.node}" for w in keep], f"--timeout={WAIT_TIMEOUT}"),
+                      "wait until the scenario's nodes have registered"))
     return steps
 
 

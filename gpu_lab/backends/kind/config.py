@@ -136,12 +136,19 @@ class Worker:
         return f"{NODE_LABEL}={self.node}"
 
 
-def plan_workers(cluster: str, nodes: list[Node]) -> list[Worker]:
-    """Split each node's labels between the kind config and the post-creation patch."""
+def plan_workers(cluster: str, nodes: list[Node],
+                 containers: dict[str, str] | None = None) -> list[Worker]:
+    """Split each node's labels between the kind config and the post-creation patch.
+
+    ``containers`` (node name -> container) places the nodes on the workers of a cluster
+    that exists (``reshape``); otherwise they get kind's containers in order."""
     check_name(cluster)
-    _, containers = kind_node_names(cluster, len(nodes))
+    if containers is None:
+        _, names = kind_node_names(cluster, len(nodes))
+    else:
+        names = [containers[n.name] for n in nodes]
     workers = []
-    for node, container in zip(nodes, containers):
+    for node, container in zip(nodes, names):
         kind_labels = {NODE_LABEL: node.name, OWNED_LABEL: "true"}
         patch: dict[str, str] = {}
         for key, val in node.labels.items():
@@ -157,6 +164,29 @@ def plan_workers(cluster: str, nodes: list[Node]) -> list[Worker]:
             Worker(node.name, container, node.pool, kind_labels, patch, list(node.taints), node)
         )
     return workers
+
+
+def configured_workers(config: dict[str, Any]) -> dict[str, str]:
+    """Node name -> container of each worker of a kind config ``kind_config`` wrote (kind
+    numbers its worker containers in config order)."""
+    workers = [n for n in config.get("nodes") or [] if n.get("role") == "worker"]
+    _, containers = kind_node_names(config.get("name", ""), len(workers))
+    return {(n.get("labels") or {}).get(NODE_LABEL, c): c for n, c in zip(workers, containers)}
+
+
+def configured_labels(config: dict[str, Any]) -> dict[str, dict[str, str]]:
+    """Node name -> the ``--node-labels`` each worker of a kind config was created with."""
+    return {(n.get("labels") or {}).get(NODE_LABEL, ""): dict(n.get("labels") or {})
+            for n in config.get("nodes") or [] if n.get("role") == "worker"}
+
+
+def frame(config: dict[str, Any]) -> dict[str, Any]:
+    """What a kind config fixes for the cluster's whole life: everything but which scenario
+    node each worker plays (its name and labels), which ``reshape`` changes."""
+    nodes = config.get("nodes") or []
+    return {**{k: v for k, v in config.items() if k != "nodes"},
+            "control-plane": [n for n in nodes if n.get("role") != "worker"],
+            "worker images": sorted({str(n.get("image")) for n in nodes if n.get("role") == "worker"})}
 
 
 def scheduler_extra_args() -> list[dict[str, str]]:
