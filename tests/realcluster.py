@@ -1,6 +1,6 @@
 """The one rule for tests that run the real control plane: in CI they fail when the
 binaries are missing (never a silent skip); elsewhere they skip with the reason. And the
-one way a test module gets a real lab of its own."""
+one way a test module gets a real lab: the session's, emptied for it."""
 
 from __future__ import annotations
 
@@ -41,17 +41,18 @@ def require_kueue(what: str = "the Kueue tests") -> kueuebuild.KueueInstall:
     return found
 
 
-def private_lab(tmp_path_factory, name: str, what: str, *, timeout: float = 90,
-                reset: bool = False) -> Iterator:
-    """A module's own local lab, never the user's: for module fixtures, ``yield from`` it.
-    Purged at the end (``reset`` empties it first)."""
+def shared_lab(request, what: str, *, timeout: float = 90) -> Iterator:
+    """The test session's local lab (``shared_local`` in conftest.py: one control plane per
+    run, or per xdist worker), emptied with ``reset()`` for the module that asks: for module
+    fixtures, ``yield from`` it. The lab is never the user's."""
     require_controlplane(what)
-    session = gpu_lab.connect("local", name=name, root=tmp_path_factory.mktemp("lab"), timeout=timeout)
-    yield session
-    if reset:
-        session.reset()
-    session.close()
-    session.cluster.down(progress=None, purge=True)
+    lab = request.getfixturevalue("shared_local")
+    lab.reset()
+    before, lab.timeout = lab.timeout, timeout
+    try:
+        yield lab
+    finally:
+        lab.timeout = before
 
 
 def require_kind(what: str = "the kind tests") -> None:
@@ -81,3 +82,16 @@ def refused_alike(text: str, local) -> None:
     with pytest.raises(ApiError) as theirs:
         local.client.create(yaml.safe_load(text), namespace="default")
     assert str(ours.value) == str(theirs.value)
+
+
+#: workers of the session's kind cluster: as many nodes as the largest kind scenario of the
+#: suite has (the kind cluster module's four GPU workers); every module reshapes it to its
+#: own scenario (``KindCluster.up``: the workers join again under the scenario's node names)
+KIND_WORKERS = 4
+KIND_NAME = "gpu-lab"  # the name lesson 01 connects to on kind (the default)
+
+
+def kind_workers() -> list[dict]:
+    """The session cluster's first shape: KIND_WORKERS small GPU nodes."""
+    return [{"apiVersion": "gpulab.dev/v1alpha1", "kind": "NodePool", "metadata": {"name": "worker"},
+             "spec": {"count": KIND_WORKERS, "cpu": "2", "memory": "8Gi", "gpu": {"model": "L4", "count": 1}}}]

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from realcluster import private_lab
+from realcluster import shared_lab
 
 from gpu_lab.backends.local import resourceslices as rs
 from gpu_lab.backends.local.components import APISERVER, CONTROLLER_MANAGER, SCHEDULER
@@ -41,8 +41,8 @@ GATES = ("DynamicResourceAllocation", "DRAPartitionableDevices", "DRAConsumableC
 
 
 @pytest.fixture(scope="module")
-def lab(tmp_path_factory):
-    yield from private_lab(tmp_path_factory, "dra", "the DRA tests", timeout=60)
+def lab(request):
+    yield from shared_lab(request, "the DRA tests", timeout=60)
 
 
 @pytest.fixture

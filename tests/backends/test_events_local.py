@@ -17,7 +17,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from realcluster import private_lab
+from realcluster import shared_lab
 
 import gpu_lab
 from gpu_lab.fidelity import COMBINED, Case, group_of, run_case, workloads_of
@@ -30,8 +30,8 @@ POD_NAME = re.compile(r'(pods "|assigned [^/]+/)([^" ]+)')
 
 
 @pytest.fixture(scope="module")
-def lab(tmp_path_factory):
-    yield from private_lab(tmp_path_factory, "events", "the events tests", reset=True)
+def lab(request):
+    yield from shared_lab(request, "the events tests")
 
 
 def _uids(session) -> dict[str, str]:

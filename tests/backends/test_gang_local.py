@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from realcluster import private_lab
+from realcluster import shared_lab
 
 from gpu_lab.backends.local.components import APISERVER, SCHEDULER
 from gpu_lab.model.podgroup import API_VERSION
@@ -23,8 +23,8 @@ NO_VICTIMS = "pod group preemption: No preemption victims found for incoming pre
 
 
 @pytest.fixture(scope="module")
-def lab(tmp_path_factory):
-    yield from private_lab(tmp_path_factory, "gang", "the gang scheduling tests")
+def lab(request):
+    yield from shared_lab(request, "the gang scheduling tests")
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from realcluster import private_lab
+from realcluster import shared_lab
 
 import gpu_lab
 from gpu_lab.backends.local import processes as procs
@@ -42,8 +42,8 @@ SEQUENCE = [_pool(2, 8), _pool(2, 1), _pool(1, 1)]
 
 
 @pytest.fixture(scope="module")
-def lab(tmp_path_factory):
-    yield from private_lab(tmp_path_factory, "reset", "the local reset tests", reset=True)
+def lab(request):
+    yield from shared_lab(request, "the local reset tests")
 
 
 def _figures(session) -> dict[str, tuple[dict[str, int], dict[str, int]]]:
@@ -109,7 +109,8 @@ def test_a_fresh_session_per_case_stops_the_agents_of_the_last_one(lab):
     try:
         for _ in range(ROUNDS):
             for scenario, want in zip(SEQUENCE, wanted, strict=True):
-                case = gpu_lab.connect("local", name="reset", root=lab.cluster.dir.parents[1], timeout=lab.timeout)
+                case = gpu_lab.connect("local", name=lab.cluster.name, root=lab.cluster.dir.parents[1],
+                                       timeout=lab.timeout)
                 sessions.append(case)
                 case.reset()
                 case.apply(scenario)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 
 import pytest
-from realcluster import private_lab
+from realcluster import shared_lab
 
 import gpu_lab
 from gpu_lab.kube import CancellableWatch
@@ -66,8 +66,8 @@ def test_evicted_status_is_the_kubelets():
 
 # ------------------------------------------------------------------ the real control plane
 @pytest.fixture(scope="module")
-def local(tmp_path_factory):
-    yield from private_lab(tmp_path_factory, "migmanager", "the MIG manager tests", reset=True)
+def local(request):
+    yield from shared_lab(request, "the MIG manager tests")
 
 
 def _states(session, seen: list[str], stop: threading.Event) -> threading.Thread:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import ipaddress
 
 import pytest
-from realcluster import private_lab, refused_alike
+from realcluster import refused_alike, shared_lab
 
 from gpu_lab.backends.local.flags import SERVICE_CIDR
 
@@ -108,8 +108,8 @@ spec:
 
 
 @pytest.fixture(scope="module")
-def local(tmp_path_factory):
-    yield from private_lab(tmp_path_factory, "podsets", "the real-cluster tests", reset=True)
+def local(request):
+    yield from shared_lab(request, "the real-cluster tests")
 
 
 @pytest.mark.controlplane

@@ -12,15 +12,15 @@ import os
 from pathlib import Path
 
 import pytest
-from realcluster import private_lab
+from realcluster import shared_lab
 from test_corpus import CASES, ROOT, _expected
 
 import gpu_lab
 
 
 @pytest.fixture(scope="module")
-def local(tmp_path_factory):
-    yield from private_lab(tmp_path_factory, "badinput", "the real-cluster tests", reset=True)
+def local(request):
+    yield from shared_lab(request, "the real-cluster tests")
 
 
 @pytest.mark.controlplane

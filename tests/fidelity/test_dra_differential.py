@@ -25,7 +25,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from realcluster import private_lab
+from realcluster import shared_lab
 
 import gpu_lab
 from gpu_lab.errors import GpuLabError
@@ -170,8 +170,8 @@ def test_the_scenario_runs_on_the_sim(name):
 
 
 @pytest.fixture(scope="module")
-def local(tmp_path_factory):
-    yield from private_lab(tmp_path_factory, "dra-diff", "the DRA differential tests", timeout=60)
+def local(request):
+    yield from shared_lab(request, "the DRA differential tests", timeout=60)
 
 
 @pytest.mark.controlplane

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from realcluster import private_lab
+from realcluster import shared_lab
 
 import gpu_lab
 from gpu_lab.fidelity import (
@@ -50,8 +50,8 @@ def test_known_differences_name_real_scenarios_and_say_why():
 
 
 @pytest.fixture(scope="module")
-def local_session(tmp_path_factory):
-    yield from private_lab(tmp_path_factory, "fidelity", "the real-cluster tests")
+def local_session(request):
+    yield from shared_lab(request, "the real-cluster tests")
 
 
 @pytest.mark.controlplane

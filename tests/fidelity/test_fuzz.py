@@ -8,6 +8,7 @@ unless ``gpu_lab/fuzz/known_differences.yaml`` explains it.
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -16,7 +17,7 @@ from collections import Counter
 
 import pytest
 import yaml
-from realcluster import private_lab
+from realcluster import shared_lab
 
 import gpu_lab
 from gpu_lab.backends.batch import POD_MAKERS, creation_order
@@ -36,8 +37,11 @@ from gpu_lab.model.scenario import parse_scenario
 #: only last in its batch), 117 (a preemption tie replayed). Change the generator and this list
 #: must be chosen again.
 FIXED = [0, 1, 2, 3, 4, 5, 7, 8, 9, 10, 11, 12, 14, 15, 16, 18, 22, 23, 24, 38, 39, 107, 117]
-#: fresh seeds per run, from the clock, so CI keeps meeting scenarios nobody has seen
-FRESH = [int(time.time()) % 1_000_000 * 10 + i for i in range(3)]
+#: fresh seeds per run, so CI keeps meeting scenarios nobody has seen: from the clock, or in a
+#: parallel run from the run's id, which every xdist worker shares (each collects the same ids)
+_RUN = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+_BASE = int(_RUN, 16) % 1_000_000 if _RUN else int(time.time()) % 1_000_000
+FRESH = [_BASE * 10 + i for i in range(3)]
 
 
 def _all_documents(case) -> list[dict]:
@@ -157,8 +161,8 @@ def test_known_differences_say_why():
 
 
 @pytest.fixture(scope="module")
-def local_session(tmp_path_factory):
-    yield from private_lab(tmp_path_factory, "fuzz", "the differential fuzz")
+def local_session(request):
+    yield from shared_lab(request, "the differential fuzz")
 
 
 @pytest.mark.controlplane
