@@ -384,6 +384,7 @@ def test_tool_path_looks_in_the_build_cache(tmp_path, monkeypatch):
     assert kb.tool_path("docker") is None
 
 
+@pytest.mark.kind  # runs the built kubeadm
 def test_component_images_are_the_ones_kubeadm_asks_for(tmp_path):
     """``kubeadm config images list`` of the built kubeadm, less kube-proxy and CoreDNS (the
     clusters run neither)."""

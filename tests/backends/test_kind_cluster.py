@@ -1,10 +1,10 @@
 """The device-plugin flow on a real kind cluster: real kubelets in Docker containers, our fake
 NVIDIA device plugin as a DaemonSet registering over each kubelet's real ``kubelet.sock``.
 
-One cluster for the module (four GPU workers: whole GPUs, time-slicing, MIG mixed, MIG
-single), built from ``gpu-lab kind build``'s images; deleted at the end, with nothing left
-behind. Marked ``kind``: in CI (``CI=true``) a missing Docker engine or image fails, never
-skips.
+The session's kind cluster (``shared_kind`` in conftest.py), reshaped for the module to
+four GPU workers (whole GPUs, time-slicing, MIG mixed, MIG single), from ``gpu-lab kind
+build``'s images. Marked ``kind``: in CI (``CI=true``) a missing Docker engine or image
+fails, never skips.
 """
 
 from __future__ import annotations
@@ -14,19 +14,16 @@ import os
 import subprocess
 import sys
 import time
-import uuid
 
 import pytest
 import yaml
 
 import gpu_lab
 from gpu_lab.backends.kind import build as kind_build
-from gpu_lab.backends.kind import commands as cmd
 from gpu_lab.backends.kind.session import show_devices_pod
 from gpu_lab.fidelity import mirror_documents, real_choices, replaying
-from tests.realcluster import require_kind
 
-pytestmark = pytest.mark.kind
+pytestmark = [pytest.mark.kind, pytest.mark.xdist_group("kind")]
 
 SCENARIO = """
 apiVersion: gpulab.dev/v1alpha1
@@ -100,22 +97,12 @@ def _nvidia(node: dict, field: str) -> dict[str, int]:
 
 
 @pytest.fixture(scope="module")
-def lab(tmp_path_factory):
-    require_kind()
-    name = f"gt-{uuid.uuid4().hex[:6]}"
-    session = gpu_lab.connect("kind", name=name, root=tmp_path_factory.mktemp("kind"))
-    try:
-        session.apply(SCENARIO)
-        yield session
-    finally:
-        session.reset()
-        session.close()
-        session.cluster.down(progress=None, purge=True)
-        left = subprocess.run(["docker", "ps", "-a", "-q", "--filter",
-                               f"label=io.x-k8s.kind.cluster={name}"], capture_output=True, text=True)
-        nets = subprocess.run(["docker", "network", "ls", "-q", "--filter", f"name={cmd.network(name)}"],
-                              capture_output=True, text=True)
-        assert left.stdout.strip() == "" and nets.stdout.strip() == "", "kind down left containers or a network"
+def lab(shared_kind):
+    """The session's kind cluster (conftest.py), reshaped to this module's four GPU workers."""
+    shared_kind.reset()
+    shared_kind.apply(SCENARIO)
+    yield shared_kind
+    shared_kind.reset()
 
 
 @pytest.fixture(scope="module")
@@ -146,12 +133,16 @@ def test_nodes_are_the_scenarios_with_the_same_names_and_labels(lab, sim):
 
 def test_plugin_registered_with_the_real_kubelet(lab):
     """The kubelet's own log: a registration request over kubelet.sock, per resource."""
-    containers = lab.cluster.plan(SCENARIO).workers
-    for w in containers:
-        log = subprocess.run(["docker", "exec", w.container, "journalctl", "-u", "kubelet", "--no-pager"],
-                             capture_output=True, text=True, timeout=60).stdout
-        assert "Got registration request from device plugin with resource" in log, w.node
-        sockets = subprocess.run(["docker", "exec", w.container, "ls", "/var/lib/kubelet/device-plugins"],
+    containers = lab.cluster.containers_of_nodes()
+    for node in ("h100-0", "t4-0", "a100-0", "h200-0"):
+        # since the kubelet's last start (the module's reshape started it anew)
+        since = subprocess.run(["docker", "exec", containers[node], "systemctl", "show", "kubelet",
+                                "--property=ActiveEnterTimestamp", "--value"],
+                               capture_output=True, text=True, timeout=60).stdout.strip()
+        log = subprocess.run(["docker", "exec", containers[node], "journalctl", "-u", "kubelet", "--no-pager",
+                              "--since", since], capture_output=True, text=True, timeout=60).stdout
+        assert "Got registration request from device plugin with resource" in log, node
+        sockets = subprocess.run(["docker", "exec", containers[node], "ls", "/var/lib/kubelet/device-plugins"],
                                  capture_output=True, text=True).stdout.split()
         assert "kubelet.sock" in sockets and any(s != "kubelet.sock" and s.endswith(".sock")
                                                  for s in sockets), sockets

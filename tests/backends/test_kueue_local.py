@@ -127,6 +127,7 @@ def test_up_refuses_a_bad_timeout_before_starting_anything(tmp_path):
     assert not (tmp_path / "clusters" / "never").exists()
 
 
+@pytest.mark.controlplane  # reads the Kueue build
 def test_the_manifests_point_every_webhook_at_the_lab_port():
     kb = require_kueue()
     m = kueue.render(kb.manifests, 23456)
@@ -157,6 +158,7 @@ def test_the_manifests_point_every_webhook_at_the_lab_port():
     assert kueuebuild.module_version(kb.binary) == "v0.17.0"
 
 
+@pytest.mark.controlplane  # reads the Kueue build
 def test_controlplane_build_with_kueue_keeps_an_up_to_date_build(tmp_path):
     kb = require_kueue()
     env = {**os.environ, "PYTHONPATH": str(REPO)}

@@ -12,6 +12,8 @@ import nbformat
 import pytest
 
 nbclient = pytest.importorskip("nbclient")
+# 18 notebook runs of ~12 s each, independent of each other: let a parallel run share them out
+pytestmark = pytest.mark.spread
 
 REPO = Path(__file__).resolve().parents[2]
 SOLUTIONS, LABS = REPO / "solutions", REPO / "labs"

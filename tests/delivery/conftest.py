@@ -1,4 +1,5 @@
-"""Marker and fixtures of the delivery tests (helpers live in delivery_support.py)."""
+"""Fixtures of the delivery tests (helpers live in delivery_support.py; the ``delivery`` marker
+is registered in pyproject.toml, so that ``-m "not delivery"`` works on any selection)."""
 
 from __future__ import annotations
 
@@ -6,12 +7,6 @@ from pathlib import Path
 
 import pytest
 from delivery_support import artifacts_dir
-
-
-def pytest_configure(config):
-    config.addinivalue_line(
-        "markers", "delivery: Binder, real-browser and static-edition checks (minutes; need "
-        "repo2docker, Chromium, Playwright; fail in CI when those are missing)")
 
 
 @pytest.fixture(scope="session")

@@ -1,6 +1,9 @@
 """Fidelity on kind: scenarios of the fidelity suite run on a real kind cluster (real kubelets,
 our plugin registered with each) and on the simulator, which is given the same cluster.
 
+Every case runs on the session's kind cluster (``shared_kind`` in conftest.py), reshaped to
+the case's nodes: the other workers' kubelets are stopped and their Nodes deleted, so the API
+server knows only the case's nodes and kind's control plane, as on a cluster made for it.
 A kind node's CPU and memory are the Docker host's and kind adds a control-plane node, so the
 simulator does not run the scenario's NodePools: it runs ``fidelity.mirror_documents`` (every
 Node as the API server has it, and every pod already bound outside gpu-lab's namespace), then
@@ -15,11 +18,9 @@ killing a plugin process run on the local suite only.
 
 from __future__ import annotations
 
-import uuid
 from pathlib import Path
 
 import pytest
-from realcluster import require_kind
 
 import gpu_lab
 from gpu_lab.fidelity import (
@@ -32,7 +33,7 @@ from gpu_lab.fidelity import (
     workloads_of,
 )
 
-pytestmark = pytest.mark.kind
+pytestmark = [pytest.mark.kind, pytest.mark.xdist_group("kind")]
 
 HERE = Path(__file__).parent
 #: GPU scenarios a kind cluster can run as written: whole GPUs, MIG mixed, time-slicing,
@@ -45,28 +46,19 @@ NODE_KINDS = ("Node", "NodePool")
 
 
 @pytest.fixture(scope="module")
-def home(tmp_path_factory):
-    require_kind()
-    root = tmp_path_factory.mktemp("kind")
-    names: list[str] = []
-    yield root, names
-    from gpu_lab.backends.kind import KindCluster
-
-    for name in names:
-        KindCluster(name, root).down(progress=None, purge=True)
+def lab(shared_kind):
+    shared_kind.reset()
+    yield shared_kind
+    shared_kind.reset()
 
 
 @pytest.mark.parametrize("name", KIND_CASES)
-def test_sim_agrees_with_the_real_scheduler_on_kind(name, home):
-    root, names = home
+def test_sim_agrees_with_the_real_scheduler_on_kind(name, lab):
     case = Case.load(HERE / "scenarios" / f"{name}.yaml")
-    cluster = f"fk-{uuid.uuid4().hex[:6]}"
-    names.append(cluster)
-    lab = gpu_lab.connect("kind", name=cluster, root=root)
     try:
         nodes = [d for d in case.documents if d.get("kind") in NODE_KINDS]
-        # the cluster first, so that run_case reads this cluster's events before its apply
-        # (which then reuses the cluster: the same nodes)
+        # the cluster first (reshaped to the case's nodes), so that run_case reads this case's
+        # events before its apply (which then reuses the cluster as it is: the same nodes)
         lab.apply(nodes)
         real = run_case(case, lab)
         mirror = mirror_documents(lab.client, lab.namespace)
@@ -78,8 +70,6 @@ def test_sim_agrees_with_the_real_scheduler_on_kind(name, home):
         assert nodes and len([d for d in mirror if d["kind"] == "Node"]) == len(lab.client.list("Node")["items"])
     finally:
         lab.reset()
-        lab.close()
-        lab.cluster.down(progress=None, purge=True)
     diff = differences(case, sim, real)
     assert not diff, "\n".join(diff)
     assert real.pending or real.usage
