@@ -65,7 +65,7 @@ class Page:
     source: Path
     html_name: str
     title: str
-    seconds: float
+    seconds: float | None  # executing it here, None when it came executed (``build(executed=)``)
 
 
 def lessons_dir() -> Path:
@@ -198,7 +198,8 @@ a{color:#0969da}
 def render_index(pages: list[Page], version: str) -> str:
     items = "\n".join(
         f'  <li><a href="{p.html_name}">{html.escape(p.title)}</a> '
-        f'<span class="meta">({html.escape(p.source.name)}, executed in {p.seconds:.0f}s)</span></li>'
+        f'<span class="meta">({html.escape(p.source.name)}'
+        + (f", executed in {p.seconds:.0f}s" if p.seconds is not None else "") + ")</span></li>"
         for p in pages)
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
@@ -218,16 +219,28 @@ the widgets, open the notebooks in JupyterLab (<code>make lab</code>).</p>
 """
 
 
-def build(out: Path, lessons: list[Path], *, timeout: int = 600, progress=print) -> list[Page]:
-    """Execute and render ``lessons`` into ``out``; returns the pages in order."""
+def build(out: Path, lessons: list[Path], *, timeout: int = 600, progress=print,
+          executed: Path | None = None) -> list[Page]:
+    """Execute and render ``lessons`` into ``out``; returns the pages in order.
+
+    ``executed``: a folder with the lessons already executed on the sim (same file names, as
+    ``tests/delivery/run_lessons.py --save`` writes them): they are rendered as they are."""
+    import nbformat
+
     out.mkdir(parents=True, exist_ok=True)
     names = {p.name: p.stem + ".html" for p in lessons}
     exporter = _exporter()
     pages = []
     for i, path in enumerate(lessons, 1):
         started = time.monotonic()
-        progress(f"[{i}/{len(lessons)}] {path.name}: executing on the sim ...")
-        nb = execute(path, timeout)
+        if executed is not None:
+            done = executed / path.name
+            if not done.is_file():
+                raise EditionError(f"{path.name}: no executed copy in {executed}")
+            nb = nbformat.read(done, as_version=4)
+        else:
+            progress(f"[{i}/{len(lessons)}] {path.name}: executing on the sim ...")
+            nb = execute(path, timeout)
         static_widgets(nb)
         body, _ = exporter.from_notebook_node(nb, resources={"metadata": {"name": path.stem}})
         body = _fix_links(_strip_remote(body), names)
@@ -236,7 +249,8 @@ def build(out: Path, lessons: list[Path], *, timeout: int = 600, progress=print)
             raise EditionError(f"{path.name}: the page would load {remote[0]} from the network")
         (out / names[path.name]).write_text(body, encoding="utf-8")
         seconds = time.monotonic() - started
-        pages.append(Page(path, names[path.name], _title(nb, path.stem), seconds))
+        pages.append(Page(path, names[path.name], _title(nb, path.stem),
+                          None if executed is not None else seconds))
         progress(f"[{i}/{len(lessons)}] {path.name}: {names[path.name]} ({seconds:.1f}s)")
     from . import __version__
 

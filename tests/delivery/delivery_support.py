@@ -7,13 +7,19 @@ CI machine without the tool cannot pass by skipping.
 
 from __future__ import annotations
 
+import base64
 import os
+import re
 import shutil
 import sys
 import tempfile
+from html.parser import HTMLParser
 from pathlib import Path
+from urllib.parse import unquote, urlsplit
 
 import pytest
+
+from gpu_lab import edition
 
 REPO = Path(__file__).resolve().parents[2]
 LESSONS = sorted((REPO / "lessons").glob("[0-9][0-9]_*.ipynb"))
@@ -45,3 +51,61 @@ def artifacts_dir() -> Path:
     path = Path(root) if root else Path(tempfile.gettempdir()) / "gpu-lab-artifacts"
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+# ------------------------------------------------------------------ the static edition
+class _Refs(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.links: list[str] = []
+        self.images: list[str] = []
+        self.ids: set[str] = set()
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if a.get("id"):
+            self.ids.add(a["id"])
+        if tag == "a" and a.get("href") is not None:
+            self.links.append(a["href"])
+        if tag == "img":
+            self.images.append(a.get("src") or "")
+
+
+def parse_page(path: Path) -> _Refs:
+    refs = _Refs()
+    refs.feed(path.read_text(encoding="utf-8"))
+    return refs
+
+
+def check_site(out: Path, lessons: list[Path]) -> dict[str, int]:
+    """Every page: links resolve inside the site, images are embedded and decode, nothing
+    is loaded from the network. Returns the number of images per page."""
+    pages = {p.stem + ".html" for p in lessons}
+    assert {p.name for p in out.glob("*.html")} == pages | {"index.html"}
+    index = parse_page(out / "index.html")
+    assert [h for h in index.links] == [p.stem + ".html" for p in lessons]
+    parsed = {name: parse_page(out / name) for name in pages | {"index.html"}}
+    images = {}
+    for name, refs in parsed.items():
+        text = (out / name).read_text(encoding="utf-8")
+        assert edition.remote_references(text) == [], f"{name} loads from the network"
+        assert "unpkg.com" not in text and "cdn.jsdelivr" not in text, name
+        assert "application/vnd.jupyter.widget-view+json" not in text, name
+        for href in refs.links:
+            url = urlsplit(href)
+            if url.scheme in ("http", "https", "mailto"):
+                continue  # citations: hyperlinks a reader may follow, never fetched
+            assert not url.scheme and not url.netloc, f"{name}: odd link {href}"
+            target = unquote(url.path) or name
+            assert target in parsed, f"{name}: broken link {href}"
+            if url.fragment:
+                # browsers match the fragment as written, then percent-decoded
+                ids = parsed[target].ids
+                assert {url.fragment, unquote(url.fragment)} & ids, f"{name}: no anchor {href}"
+        for src in refs.images:
+            m = re.match(r"data:image/(png|svg\+xml|jpeg|gif)(;base64)?,(.*)", src, re.S)
+            assert m, f"{name}: image not embedded: {src[:80]!r}"
+            payload = base64.b64decode(m.group(3)) if m.group(2) else unquote(m.group(3)).encode()
+            assert len(payload) > 200, f"{name}: empty image"
+        images[name] = len(refs.images)
+    return images

@@ -1,7 +1,10 @@
 """Execute notebooks with nbclient and report each kernel's peak memory (stand-alone script).
 
 Run by the Binder test with the *fresh* environment's Python, so it imports nothing from the
-test suite:  python run_lessons.py OUT.json NOTEBOOK...
+test suite:  python run_lessons.py [--save DIR] OUT.json NOTEBOOK...
+
+``--save DIR`` also writes each executed notebook (without the probe cell) to DIR, so the
+static edition can be rendered from this one execution (``edition.build(executed=DIR)``).
 
 Each notebook runs in its own kernel, with its folder as the working directory (as JupyterLab
 and nbval run it). After the last cell, one extra cell (not saved) asks the kernel for its
@@ -28,13 +31,14 @@ PROBE = (
 )
 
 
-def run(path: Path, timeout: int = 600) -> dict:
+def run(path: Path, timeout: int = 600, save: Path | None = None) -> dict:
     nb = nbformat.read(path, as_version=4)
     nb.cells.append(nbformat.v4.new_code_cell(PROBE))
     started = time.monotonic()
     result: dict = {"peak_mib": None, "seconds": None, "gpu_lab": None, "error": None}
     try:
-        NotebookClient(nb, timeout=timeout, kernel_name="python3",
+        # no widget state kept, as the static edition executes (its widgets render statically)
+        NotebookClient(nb, timeout=timeout, kernel_name="python3", store_widget_state=False,
                        resources={"metadata": {"path": str(path.parent)}}).execute()
     except Exception as exc:  # a failing cell: report it, carry on with the next notebook
         result["error"] = f"{type(exc).__name__}: {str(exc)[-2000:]}"
@@ -45,14 +49,21 @@ def run(path: Path, timeout: int = 600) -> dict:
             doc = json.loads(text.split("GPU_LAB_PEAK ", 1)[1])
             result["peak_mib"] = round(doc["kib"] / 1024, 1)
             result["gpu_lab"] = doc["gpu_lab"]
+    if save is not None and result["error"] is None:
+        nb.cells.pop()  # the probe
+        save.mkdir(parents=True, exist_ok=True)
+        nbformat.write(nb, save / path.name)
     return result
 
 
 def main(argv: list[str]) -> int:
+    save = None
+    if argv[:1] == ["--save"]:
+        save, argv = Path(argv[1]), argv[2:]
     out, notebooks = Path(argv[0]), [Path(p) for p in argv[1:]]
     report = {}
     for nb in notebooks:
-        report[nb.name] = run(nb)
+        report[nb.name] = run(nb, save=save)
         print(nb.name, json.dumps(report[nb.name]), flush=True)
         out.write_text(json.dumps(report, indent=2))
     return 1 if any(r["error"] for r in report.values()) else 0

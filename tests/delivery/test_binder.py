@@ -10,6 +10,8 @@ Binder cannot be reached from CI, so this checks the two halves it is made of:
    Python runs every lesson (nbclient, cwd = lessons/) on the sim, with no control plane
    visible (as on Binder), and reports each kernel's peak memory: it must stay under 1 GB
    (Binder gives 1-2 GB).
+3. The static reading edition (``gpu-lab edition``) is rendered from those executed
+   lessons, so each lesson executes once for both.
 
 Slow (minutes: a venv and its installs; pip's cache makes reruns faster). Marked
 ``delivery``; fails in CI when repo2docker is missing.
@@ -25,7 +27,9 @@ import time
 from pathlib import Path
 
 import pytest
-from delivery_support import LESSONS, REPO, need, venv_tool
+from delivery_support import LESSONS, REPO, check_site, need, parse_page, venv_tool
+
+from gpu_lab import edition
 
 pytestmark = pytest.mark.delivery
 
@@ -66,8 +70,12 @@ def _sh(cmd, **kw):
     return res
 
 
-@pytest.mark.slow
-def test_fresh_env_from_binder_runs_every_lesson(tmp_path, artifacts):
+@pytest.fixture(scope="module")
+def binder_run(tmp_path_factory, artifacts):
+    """A fresh environment made as repo2docker makes it, and every lesson executed once in it
+    (nbclient, cwd = lessons/, no control plane visible): the report and the executed
+    notebooks, which the static edition below renders."""
+    tmp_path = tmp_path_factory.mktemp("binder")
     env_dir = tmp_path / "binder-env"
     started = time.monotonic()
     _sh([sys.executable, "-m", "venv", str(env_dir)], timeout=300)
@@ -84,8 +92,9 @@ def test_fresh_env_from_binder_runs_every_lesson(tmp_path, artifacts):
     # As on Binder: no control plane binaries, so lessons take their sim path only.
     env["GPU_LAB_CACHE"] = str(tmp_path / "no-cache")
     report_path = artifacts / "binder-lessons.json"
+    executed = tmp_path / "executed"
     res = subprocess.run([str(py), str(Path(__file__).with_name("run_lessons.py")),
-                          str(report_path), *map(str, LESSONS)],
+                          "--save", str(executed), str(report_path), *map(str, LESSONS)],
                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=3600)
     report = json.loads(report_path.read_text()) if report_path.exists() else {}
     lines = [f"binder env installed in {installed:.0f}s; report: {report_path}"]
@@ -93,8 +102,29 @@ def test_fresh_env_from_binder_runs_every_lesson(tmp_path, artifacts):
               + (f"  ERROR {r['error'][:300]}" if r["error"] else "")
               for name, r in report.items()]
     print("\n".join(lines))
+    return {"res": res, "report": report, "lines": lines, "env_dir": env_dir, "executed": executed}
+
+
+@pytest.mark.slow
+def test_fresh_env_from_binder_runs_every_lesson(binder_run):
+    res, report, lines = binder_run["res"], binder_run["report"], binder_run["lines"]
     assert res.returncode == 0, "\n".join(lines) + "\n" + (res.stdout + res.stderr)[-4000:]
     assert set(report) == {p.name for p in LESSONS}
     for name, r in report.items():
-        assert r["gpu_lab"].startswith(str(env_dir)), f"{name} imported {r['gpu_lab']}"
+        assert r["gpu_lab"].startswith(str(binder_run["env_dir"])), f"{name} imported {r['gpu_lab']}"
         assert r["peak_mib"] < BUDGET_MIB, f"{name}: peak {r['peak_mib']} MiB >= {BUDGET_MIB}"
+
+
+@pytest.mark.slow
+def test_the_static_edition_renders_every_lesson_offline(binder_run, tmp_path):
+    """The whole reading edition, rendered from that one execution of every lesson on the sim:
+    links resolve, every page has a chart, nothing loads from the network."""
+    assert binder_run["res"].returncode == 0, "the lessons did not all execute (test above)"
+    pages = edition.build(tmp_path, LESSONS, progress=print, executed=binder_run["executed"])
+    images = check_site(tmp_path, LESSONS)
+    for page in pages:
+        print(f"{page.html_name}: {images[page.html_name]} images")
+        assert images[page.html_name] >= 1, f"{page.html_name} has no chart"
+    links = parse_page(tmp_path / "00_start_here.html").links
+    assert "01_device_plugin.html" in links  # lesson-to-lesson links point at pages
+    assert "executed in" not in (tmp_path / "index.html").read_text(encoding="utf-8")
