@@ -131,9 +131,19 @@ def test_grpc_is_quiet_unless_the_user_asks():
     assert out == "INFO"
 
 
+def test_make_lab_installs_only_what_a_learner_needs():
+    make = (REPO / "Makefile").read_text()
+    assert "\nlab: setup-lab\n" in make and "\nsetup-lab: $(LAB_STAMP)\n" in make
+    lab = make.split("\n$(LAB_STAMP): pyproject.toml", 1)[1].split("\n\n", 1)[0]
+    dev = make.split("\n$(DEV_STAMP): pyproject.toml", 1)[1].split("\n\n", 1)[0]
+    assert "pip install -e '.[lab]'" in lab and "dev" not in lab.replace("dev,", "")
+    assert "pip install -e '.[dev,lab]'" in dev and "$(LAB_STAMP)" in dev  # a dev venv serves lab too
+    assert "\ntest: setup\n" in make and "\nsetup: $(DEV_STAMP)\n" in make
+
+
 def test_make_lab_allows_root_and_turns_jupyterlab_news_off():
     make = (REPO / "Makefile").read_text()
-    recipe = make.split("\nlab: setup\n", 1)[1].split("\n\n", 1)[0]
+    recipe = make.split("\nlab: setup-lab\n", 1)[1].split("\n\n", 1)[0]
     assert "--allow-root" in recipe and 'id -u)" = "0"' in recipe and "echo" in recipe
     assert "app_settings_dir=$(CURDIR)/jupyter/lab-settings" in make
     overrides = json.loads((REPO / "jupyter" / "lab-settings" / "overrides.json").read_text())
