@@ -1,3 +1,5 @@
+import ast
+import functools
 import json
 import os
 import shutil
@@ -14,13 +16,15 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 # ------------------------------------------------------------------ parallel runs (`-n N`)
 # `make test` runs the suite on several xdist workers: a real-cluster test mostly waits (on a
-# kubelet, a grace period, a controller), so others run meanwhile. Each worker gets whole
-# modules (a module's fixtures, a control plane or a kind cluster, start once), or a whole
-# xdist_group where modules share one (the kind modules share a kind cluster), or single tests
-# of a module marked ``spread`` (independent, long tests: the lab notebooks). The longest go
-# first, so that none starts last: seconds per module from the last measured run, in
-# durations.json (benchmarks/suite_times.py --write-weights); a stale file only makes the
-# order worse, never the result.
+# kubelet, a grace period, a controller), so others run meanwhile. A worker gets a whole unit:
+# a module (its fixtures, a control plane or a kind cluster, start once); the modules whose
+# module-level ``pytestmark`` names the same ``xdist_group`` together (the kind modules share
+# one kind cluster); or single tests of a module marked ``spread`` (independent, long: the lab
+# notebooks). The units are read from the source, on the controller that hands them out,
+# because it sees only test ids (xdist's own loadgroup suffix no longer reaches it under
+# pytest 9.2, whose node ids are read-only). The longest go first, so that none starts last:
+# seconds per module from the last measured run, in durations.json
+# (benchmarks/suite_times.py --write-weights); a stale file only makes the order worse.
 WEIGHTS_FILE = Path(__file__).with_name("durations.json")
 #: a module not measured yet counts as a middling one
 UNMEASURED_S = 30.0
@@ -33,56 +37,75 @@ def _weights() -> dict[str, float]:
         return {}
 
 
-def _scope(item) -> str:
-    """The unit a worker gets: the item's xdist_group, else its file."""
-    groups = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default"))
-                     for m in item.iter_markers("xdist_group")})
-    return "_".join(groups) if groups else item.nodeid.split("::", 1)[0]
+@functools.cache
+def module_unit(path: Path) -> str | None:
+    """``"group:NAME"`` for a module whose module-level ``pytestmark`` has
+    ``xdist_group("NAME")``, ``"spread"`` for one with ``spread``, else None (the module)."""
+    if path.suffix != ".py":  # a lesson notebook: its cells share one kernel, one unit
+        return None
+    try:
+        tree = ast.parse(path.read_text())
+    except (OSError, SyntaxError, ValueError):
+        return None
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "pytestmark" for t in node.targets):
+            for sub in ast.walk(node.value):
+                if isinstance(sub, ast.Call) and getattr(sub.func, "attr", "") == "xdist_group" \
+                        and sub.args and isinstance(sub.args[0], ast.Constant):
+                    return f"group:{sub.args[0].value}"
+                if isinstance(sub, ast.Attribute) and sub.attr == "spread":
+                    return "spread"
+    return None
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist reads the xdist_group markers added here
+def unit_of(nodeid: str, rootdir: Path) -> str:
+    """The unit a worker gets for the test ``nodeid``: its group, itself, or its module."""
+    module = nodeid.split("::", 1)[0].split("@", 1)[0]
+    unit = module_unit(rootdir / module)
+    if unit == "spread":
+        return nodeid
+    return unit or module
+
+
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
-    if not hasattr(config, "workerinput"):  # only where a scheduler hands modules out
+    if not hasattr(config, "workerinput"):  # only where a scheduler hands units out
         return
-    weights = _weights()
+    weights, root = _weights(), config.rootpath
     per_module: dict[str, int] = {}
     for item in items:
         module = item.nodeid.split("::", 1)[0]
         per_module[module] = per_module.get(module, 0) + 1
-        if item.get_closest_marker("spread"):  # each test a unit of its own
-            item.add_marker(pytest.mark.xdist_group(f"{module}#{per_module[module]}"))
-    scope_of = {id(i): _scope(i) for i in items}
+    unit_of_item = {id(i): unit_of(i.nodeid, root) for i in items}
     total: dict[str, float] = {}
     seen: set[tuple[str, str]] = set()
     for item in items:
-        scope, module = scope_of[id(item)], item.nodeid.split("::", 1)[0]
-        share = 1 / per_module[module] if item.get_closest_marker("spread") else 1.0
-        if (scope, module) not in seen:
-            seen.add((scope, module))
-            total[scope] = total.get(scope, 0.0) + weights.get(module, UNMEASURED_S) * share
-    first = {}
+        unit, module = unit_of_item[id(item)], item.nodeid.split("::", 1)[0]
+        if (unit, module) not in seen:
+            seen.add((unit, module))
+            share = 1 / per_module[module] if unit == item.nodeid else 1.0
+            total[unit] = total.get(unit, 0.0) + weights.get(module, UNMEASURED_S) * share
+    first: dict[str, int] = {}
     for n, item in enumerate(items):
-        first.setdefault(scope_of[id(item)], n)
-    items.sort(key=lambda i: (-total[scope_of[id(i)]], first[scope_of[id(i)]]))
+        first.setdefault(unit_of_item[id(item)], n)
+    items.sort(key=lambda i: (-total[unit_of_item[id(i)]], first[unit_of_item[id(i)]]))
 
 
 @pytest.hookimpl(tryfirst=True, optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
-    """With ``--dist loadgroup``: modules (or xdist groups) in the collection's order,
-    longest first (above)."""
+    """With ``--dist loadgroup``: whole units (above) in the collection's order, longest first."""
     if config.getvalue("dist") != "loadgroup":
         return None
     from xdist.scheduler import LoadScopeScheduling
 
-    class ModuleScheduling(LoadScopeScheduling):
+    root = config.rootpath
+
+    class UnitScheduling(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            test = nodeid.split("::", 1)
-            if len(test) == 2 and "@" in test[1]:  # --dist loadgroup's suffix: the group
-                return nodeid.rsplit("@", 1)[1]
-            return test[0]
+            return unit_of(nodeid, root)
 
     config.option.loadscopereorder = False  # keep the order above, not by test count
-    return ModuleScheduling(config, log)
+    return UnitScheduling(config, log)
 
 
 # ------------------------------------------------------------------ shared real clusters

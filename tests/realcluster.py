@@ -95,3 +95,24 @@ def kind_workers() -> list[dict]:
     """The session cluster's first shape: KIND_WORKERS small GPU nodes."""
     return [{"apiVersion": "gpulab.dev/v1alpha1", "kind": "NodePool", "metadata": {"name": "worker"},
              "spec": {"count": KIND_WORKERS, "cpu": "2", "memory": "8Gi", "gpu": {"model": "L4", "count": 1}}}]
+
+
+def run_lesson_on(lesson, backend: str, home, monkeypatch, cleanup) -> None:
+    """Change the lesson's one BACKEND line to ``backend``, run every cell in a private
+    gpu-lab home (the kernel inherits it), clean up, and fail on any cell's error: the
+    lesson's promise that the same cells run unchanged on another backend."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    nb = nbformat.read(lesson, as_version=4)
+    first = [c for c in nb.cells if c.cell_type == "code" and 'BACKEND = "sim"' in c.source]
+    assert len(first) == 1, f"{lesson.name} must have exactly one BACKEND line to change"
+    first[0].source = first[0].source.replace('BACKEND = "sim"', f'BACKEND = "{backend}"')
+    monkeypatch.setenv("GPU_LAB_HOME", str(home))
+    try:
+        NotebookClient(nb, timeout=900, kernel_name="python3",
+                       resources={"metadata": {"path": str(lesson.parent)}}).execute()
+    finally:
+        cleanup()
+    errors = [o for c in nb.cells for o in c.get("outputs", []) if o.get("output_type") == "error"]
+    assert not errors

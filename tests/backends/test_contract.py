@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from realcluster import require_controlplane, shared_lab
+from realcluster import require_controlplane, run_lesson_on, shared_lab
 
 import gpu_lab
 from gpu_lab.backends.base import CONTRACT, Session
@@ -201,40 +201,8 @@ def test_lesson_runs_unchanged_on_local(lesson, tmp_path, monkeypatch):
     require_controlplane("the real-cluster tests")
     from gpu_lab.backends.local.cluster import LocalCluster
 
-    _run_lesson_on(lesson, "local", tmp_path, monkeypatch,
-                   lambda: LocalCluster("default", tmp_path).down(progress=None, purge=True))
-
-
-@pytest.mark.kind
-@pytest.mark.xdist_group("kind")
-@pytest.mark.parametrize("lesson", ["01_device_plugin.ipynb"])
-def test_lesson_runs_unchanged_on_kind(lesson, shared_kind, monkeypatch):
-    """The same, on real kubelets in Docker: the plugin's outage, the 5-minute grace period
-    (real minutes here) and the recovery, with every assertion of the lesson. The lesson's
-    `connect("kind")` finds the session's kind cluster (its name, in its home) and reshapes it
-    to the lesson's nodes."""
-    shared_kind.reset()
-    _run_lesson_on(lesson, "kind", shared_kind.cluster.dir.parents[1], monkeypatch, shared_kind.reset)
-
-
-def _run_lesson_on(lesson: str, backend: str, home: Path, monkeypatch, cleanup) -> None:
-    """Change the lesson's one BACKEND line to ``backend``, run every cell in a private
-    gpu-lab home (the kernel inherits it), clean up, and fail on any cell's error."""
-    import nbformat
-    from nbclient import NotebookClient
-
-    nb = nbformat.read(LESSONS / lesson, as_version=4)
-    first = [c for c in nb.cells if c.cell_type == "code" and 'BACKEND = "sim"' in c.source]
-    assert len(first) == 1, f"{lesson} must have exactly one BACKEND line to change"
-    first[0].source = first[0].source.replace('BACKEND = "sim"', f'BACKEND = "{backend}"')
-    monkeypatch.setenv("GPU_LAB_HOME", str(home))
-    try:
-        NotebookClient(nb, timeout=900, kernel_name="python3",
-                       resources={"metadata": {"path": str(LESSONS)}}).execute()
-    finally:
-        cleanup()
-    errors = [o for c in nb.cells for o in c.get("outputs", []) if o.get("output_type") == "error"]
-    assert not errors
+    run_lesson_on(LESSONS / lesson, "local", tmp_path, monkeypatch,
+                  lambda: LocalCluster("default", tmp_path).down(progress=None, purge=True))
 
 
 def test_empty_tables_keep_their_columns():

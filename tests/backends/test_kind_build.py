@@ -409,3 +409,36 @@ def test_component_images_are_the_ones_kubeadm_asks_for(tmp_path):
             assert (binary, target) == (pause, "/pause")
         else:
             assert (binary, target) == (bins[name], f"/usr/local/bin/{name}")
+
+
+def test_build_prints_each_step_and_where_its_time_went(tmp_path, monkeypatch):
+    """A cold build's log says which step took the minutes: a step of 5 s or more prints its
+    time as it ends, and the last line lists every step's."""
+    clock = [0.0]
+    monkeypatch.setattr(kb.time, "monotonic", lambda: clock[0])
+
+    def takes(seconds, value=None):
+        def run(*_a, **_k):
+            clock[0] += seconds
+            return value
+        return run
+
+    monkeypatch.setattr(kb, "require_docker", lambda: None)
+    monkeypatch.setattr(kb, "work_dir", lambda: tmp_path)
+    monkeypatch.setattr(kb.cpbuild, "build", takes(600, {}))
+    monkeypatch.setattr(kb, "build_go_tools", takes(100, {}))
+    monkeypatch.setattr(kb, "build_pause", takes(2, tmp_path / "pause"))
+    monkeypatch.setattr(kb, "build_rootfs", takes(90))
+    monkeypatch.setattr(kb, "component_images", lambda bins, pause: [])
+    for name in ("build_component_images", "build_base", "build_node"):
+        monkeypatch.setattr(kb, name, takes(10))
+    monkeypatch.setattr(kb, "build_plugin_image", takes(27))
+    lines: list[str] = []
+    kb.build(tmp_path, progress=lines.append)
+    assert [ln[:5] for ln in lines if ln.startswith("[") and not ln.endswith(" s")] == [
+        f"[{n}/7]" for n in range(1, 8)]
+    assert "[1/7] Go binaries: 700 s" in lines and "[3/7] root filesystem: 90 s" in lines
+    assert not any(ln.startswith("[2/7] pause:") for ln in lines)  # 2 s: only in the totals
+    assert lines[-1].startswith(
+        "done in 849 s (Go binaries 700 s, pause 2 s, root filesystem 90 s, component images 10 s, "
+        "base image 10 s, node image 10 s, plugin image 27 s): ")

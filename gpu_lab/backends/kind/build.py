@@ -243,8 +243,10 @@ def build_go_tools(progress: Progress, force: bool = False) -> dict[str, Path]:
                 argv = ["go", "install", "-p", str(cpbuild.JOBS), "-trimpath", "-ldflags", tool.ldflags]
                 if tool.tags:
                     argv += ["-tags", tool.tags]
+                t0 = time.monotonic()
                 _run([*argv, f"{path}@{tool.version}"], f"go install {path}@{tool.version}",
                      progress, env={**go_env(), "GOBIN": str(dest)})
+                progress(f"built {path}@{tool.version} in {time.monotonic() - t0:.0f} s")
         out.update({p.name: p for p in want})
     return out
 
@@ -612,27 +614,41 @@ def images_ready() -> list[str]:
 
 
 def build(repo: Path, progress: Progress = print, force: bool = False) -> None:
-    """All seven steps (module docstring); raises KindError with one line on failure."""
+    """All seven steps (module docstring); raises KindError with one line on failure. Each
+    step's time is printed as it ends and all of them in the last line, so a cold build's log
+    says where its minutes went."""
     started = time.monotonic()
     require_docker()
     work_dir().mkdir(parents=True, exist_ok=True)
-    progress("[1/7] Go binaries: control plane, kubelet/kubeadm/kubectl, containerd, crictl, kind")
-    try:
-        k8s = cpbuild.build((*cpbuild.ALL, *cpbuild.NODE_COMPONENTS), progress=progress, force=force)
-    except cpbuild.BuildError as err:
-        raise KindError(str(err)) from None
-    bins = {**{k: Path(v) for k, v in k8s.items()}, **build_go_tools(progress, force)}
-    progress("[2/7] pause")
-    pause = build_pause(progress, force)
-    progress(f"[3/7] root filesystem (Debian {DEBIAN_SUITE})")
-    build_rootfs(progress, force)
-    progress("[4/7] control-plane and addon images")
+    took: list[tuple[str, float]] = []
+
+    def step(n: int, title: str, short: str, run):
+        progress(f"[{n}/7] {title}")
+        t0 = time.monotonic()
+        value = run()
+        took.append((short, time.monotonic() - t0))
+        if took[-1][1] >= 5:
+            progress(f"[{n}/7] {short}: {took[-1][1]:.0f} s")
+        return value
+
+    def go_binaries() -> dict[str, Path]:
+        try:
+            k8s = cpbuild.build((*cpbuild.ALL, *cpbuild.NODE_COMPONENTS), progress=progress, force=force)
+        except cpbuild.BuildError as err:
+            raise KindError(str(err)) from None
+        return {**{k: Path(v) for k, v in k8s.items()}, **build_go_tools(progress, force)}
+
+    bins = step(1, "Go binaries: control plane, kubelet/kubeadm/kubectl, containerd, crictl, kind",
+                "Go binaries", go_binaries)
+    pause = step(2, "pause", "pause", lambda: build_pause(progress, force))
+    step(3, f"root filesystem (Debian {DEBIAN_SUITE})", "root filesystem",
+         lambda: build_rootfs(progress, force))
     images = component_images(bins, pause)
-    build_component_images(images, progress, force)
-    progress("[5/7] node base image")
-    build_base(bins, progress, force)
-    progress("[6/7] node image")
-    build_node(images, progress, force)
-    progress("[7/7] fake device plugin image")
-    build_plugin_image(repo, progress, force)
-    progress(f"done in {time.monotonic() - started:.0f} s: {NODE_IMAGE}, {PLUGIN_IMAGE}")
+    step(4, "control-plane and addon images", "component images",
+         lambda: build_component_images(images, progress, force))
+    step(5, "node base image", "base image", lambda: build_base(bins, progress, force))
+    step(6, "node image", "node image", lambda: build_node(images, progress, force))
+    step(7, "fake device plugin image", "plugin image",
+         lambda: build_plugin_image(repo, progress, force))
+    steps = ", ".join(f"{name} {secs:.0f} s" for name, secs in took)
+    progress(f"done in {time.monotonic() - started:.0f} s ({steps}): {NODE_IMAGE}, {PLUGIN_IMAGE}")
