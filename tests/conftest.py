@@ -1,5 +1,3 @@
-import ast
-import functools
 import json
 import os
 import shutil
@@ -13,6 +11,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent / "sim"))
 # ... and the shared rule for real-cluster tests in tests/realcluster.py.
 sys.path.insert(0, str(Path(__file__).parent))
+from parallel import unit_of  # noqa: E402  (needs the path above)
 
 # ------------------------------------------------------------------ parallel runs (`-n N`)
 # `make test` runs the suite on several xdist workers: a real-cluster test mostly waits (on a
@@ -35,36 +34,6 @@ def _weights() -> dict[str, float]:
         return json.loads(WEIGHTS_FILE.read_text())
     except (OSError, ValueError):
         return {}
-
-
-@functools.cache
-def module_unit(path: Path) -> str | None:
-    """``"group:NAME"`` for a module whose module-level ``pytestmark`` has
-    ``xdist_group("NAME")``, ``"spread"`` for one with ``spread``, else None (the module)."""
-    if path.suffix != ".py":  # a lesson notebook: its cells share one kernel, one unit
-        return None
-    try:
-        tree = ast.parse(path.read_text())
-    except (OSError, SyntaxError, ValueError):
-        return None
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "pytestmark" for t in node.targets):
-            for sub in ast.walk(node.value):
-                if isinstance(sub, ast.Call) and getattr(sub.func, "attr", "") == "xdist_group" \
-                        and sub.args and isinstance(sub.args[0], ast.Constant):
-                    return f"group:{sub.args[0].value}"
-                if isinstance(sub, ast.Attribute) and sub.attr == "spread":
-                    return "spread"
-    return None
-
-
-def unit_of(nodeid: str, rootdir: Path) -> str:
-    """The unit a worker gets for the test ``nodeid``: its group, itself, or its module."""
-    module = nodeid.split("::", 1)[0].split("@", 1)[0]
-    unit = module_unit(rootdir / module)
-    if unit == "spread":
-        return nodeid
-    return unit or module
 
 
 @pytest.hookimpl(tryfirst=True)

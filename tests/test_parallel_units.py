@@ -3,7 +3,7 @@ modules that share a fixture, or single tests of a module marked ``spread``."""
 
 from __future__ import annotations
 
-from conftest import module_unit, unit_of
+from parallel import module_unit, unit_of
 
 
 def _module(root, name, text):
