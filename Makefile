@@ -64,6 +64,12 @@ notebooks: setup
 labs: setup
 	$(VENV)/bin/gpu-lab labs generate
 
+# Every lesson is executed once per run: in the environment built only from binder/
+# (tests/delivery/test_binder.py, on the simulator, as on Binder), which also renders the static
+# edition. nbval runs here only the lessons with a cell that uses the real control plane when it
+# is built (lesson 05); `make test-sim` runs every lesson with nbval.
+LESSONS_ON_BUILT := $(shell grep -l backend_available lessons/*.ipynb)
+
 # Everything, as CI runs it: lint, the labs' drift check, then the tests and the lessons in one
 # parallel run, in a private gpu-lab home (lesson 05 starts the real control plane where it is
 # built, and a test run must not leave a lab running in yours). Each phase prints its time.
@@ -71,9 +77,9 @@ test: setup
 	@$(PHASE) lint $(MAKE) --no-print-directory lint
 	@$(PHASE) "labs check" $(VENV)/bin/gpu-lab labs check
 	@home=$$(mktemp -d); \
-	echo "$(PY) -m pytest -q $(PYTEST_PARALLEL) $(PYTEST_REPORT) tests lessons --nbval-lax --nbval-current-env"; \
+	echo "$(PY) -m pytest -q $(PYTEST_PARALLEL) $(PYTEST_REPORT) tests $(LESSONS_ON_BUILT) --nbval-lax --nbval-current-env"; \
 	GPU_LAB_HOME=$$home $(PHASE) "tests and lessons" \
-	  $(PY) -m pytest -q $(PYTEST_PARALLEL) $(PYTEST_REPORT) tests lessons --nbval-lax --nbval-current-env; rc=$$?; \
+	  $(PY) -m pytest -q $(PYTEST_PARALLEL) $(PYTEST_REPORT) tests $(LESSONS_ON_BUILT) --nbval-lax --nbval-current-env; rc=$$?; \
 	GPU_LAB_HOME=$$home $(VENV)/bin/gpu-lab down --purge >/dev/null 2>&1; rm -rf $$home; exit $$rc
 
 # The inner loop of anyone changing the sim or the lessons: every test that needs neither the Go
