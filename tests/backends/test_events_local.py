@@ -60,6 +60,10 @@ def _compared(session, case: Case) -> tuple[Counter, set]:
     return placed, refused
 
 
+def _reason(rows: Counter, reason: str) -> Counter:
+    return Counter({row: n for row, n in rows.items() if row[1] == reason})
+
+
 def _run(lab, name: str):
     case = Case.load(SCENARIOS / f"{name}.yaml")
     sim = gpu_lab.connect("sim")
@@ -77,7 +81,14 @@ def test_preemption_events_are_the_real_ones(lab):
                                ("Pod/batch-a", "Preempted", "Preempted by pod urgent on node h100-0"): 1,
                                ("Pod/batch-b", "Preempted", "Preempted by pod urgent on node h100-0"): 1,
                                ("Pod/urgent", "Scheduled", "Successfully assigned default/urgent to h100-0"): 1})
-    assert _compared(lab, case) == want
+    got = _compared(lab, case)
+    # Each victim's Preempted Event, in the same words. The real scheduler's preemption is
+    # asynchronous: when the API server is slow (a loaded machine), the preemptor can be retried
+    # before its last victim's deletion is seen and preempt it again, a second Event
+    # (kubernetes/kubernetes#134249, #141694). So Preempted rows are compared as a set, the
+    # bindings by count.
+    assert {row for row in got[0] if row[1] == "Preempted"} == {row for row in want[0] if row[1] == "Preempted"}
+    assert _reason(got[0], "Scheduled") == _reason(want[0], "Scheduled") and got[1] == want[1]
     warning = lab.events(name="urgent")
     assert list(warning["reason"])[:1] == ["FailedScheduling"]
     assert list(warning["type"])[:1] == list(sim.events(name="urgent")["type"])[:1] == ["Warning"]
