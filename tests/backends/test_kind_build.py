@@ -442,3 +442,31 @@ def test_build_prints_each_step_and_where_its_time_went(tmp_path, monkeypatch):
     assert lines[-1].startswith(
         "done in 849 s (Go binaries 700 s, pause 2 s, root filesystem 90 s, component images 10 s, "
         "base image 10 s, node image 10 s, plugin image 27 s): ")
+
+
+def test_build_without_go_runs_only_the_steps_that_need_no_go_binary(tmp_path, monkeypatch):
+    """`--no-go`, which .ci/run calls while the control plane compiles: pause, the root
+    filesystem and the plugin image, never a Go build nor a step that needs its binaries."""
+    ran: list[str] = []
+
+    def records(name):
+        def run(*_a, **_k):
+            ran.append(name)
+        return run
+
+    def refused(*_a, **_k):
+        raise AssertionError("a step that needs Go ran")
+
+    monkeypatch.setattr(kb, "require_docker", lambda: None)
+    monkeypatch.setattr(kb, "work_dir", lambda: tmp_path)
+    for name in ("build_go_tools", "build_component_images", "build_base", "build_node"):
+        monkeypatch.setattr(kb, name, refused)
+    monkeypatch.setattr(kb.cpbuild, "build", refused)
+    for name in ("build_pause", "build_rootfs", "build_plugin_image"):
+        monkeypatch.setattr(kb, name, records(name))
+    lines: list[str] = []
+    kb.build(tmp_path, progress=lines.append, go=False)
+    assert ran == ["build_pause", "build_rootfs", "build_plugin_image"]
+    assert [ln for ln in lines if ln.startswith("[")] == [
+        "[2/7] pause", "[3/7] root filesystem (Debian bookworm)", "[7/7] fake device plugin image"]
+    assert lines[-1].startswith("the steps without Go done in ")

@@ -1,6 +1,7 @@
 """``gpu-lab kind build|engine``: the images and the Docker engine of the kind backend.
 
     gpu-lab kind build [--force]        build every image (see ``build``); progress on stdout
+    gpu-lab kind build --no-go          only the steps that need no Go binary (while it compiles)
     gpu-lab kind engine                 what the kind backend needs, and what is missing
     gpu-lab kind engine --daemon-json /etc/docker/daemon.json
                                         register the sandbox runtime where this machine needs it
@@ -19,6 +20,8 @@ def main(argv: list[str] | None = None) -> int:
     sub = p.add_subparsers(dest="command", required=True)
     b = sub.add_parser("build", help="build the node image and the device plugin's image here")
     b.add_argument("--force", action="store_true", help="rebuild every step")
+    b.add_argument("--no-go", action="store_true",
+                   help="only the steps that need no Go binary: pause, root filesystem, plugin image")
     b.add_argument("--repo", type=Path, default=None, help="gpu-lab source tree (default: this one)")
     e = sub.add_parser("engine", help="check the Docker engine; register the sandbox runtime")
     e.add_argument("--daemon-json", type=Path, metavar="PATH",
@@ -28,7 +31,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "build":
         from . import build
 
-        build.build(args.repo or default_repo(), progress=lambda m: print(m, flush=True), force=args.force)
+        build.build(args.repo or default_repo(), progress=lambda m: print(m, flush=True), force=args.force,
+                    go=not args.no_go)
         return 0
     from . import build as kb
     from . import engine
