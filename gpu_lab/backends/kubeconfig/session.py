@@ -284,7 +284,8 @@ class KubeconfigSession(Session):
         refs = [f"namespace/{self.namespace}"] if ns_labels is not None else []
         policies_synced = False
         # in the order the simulator queues them, each controller's pods before the next (batch.py)
-        for doc in batch.creation_order(workloads, sc.pods):
+        made = batch.PodIndex(sc.pods)
+        for doc in batch.creation_order(workloads, made):
             kind = doc.get("kind")
             if kind in batch.POD_MAKERS and not policies_synced:
                 # quota and PDB status caught up, a new LimitRange applied: admission and
@@ -306,7 +307,7 @@ class KubeconfigSession(Session):
                                         f"{str(kind).lower()}/{self.namespace}/{name}")
                 self._podsets.add([record])
             elif kind in batch.POD_MAKERS:
-                self._expected_pods += len(batch.pods_of(doc, sc.pods))
+                self._expected_pods += len(made.of(doc))
                 if kind != "Pod":
                     self._wait(lambda: len(self._counted_pods()) >= self._expected_pods,
                                "controllers to create pods")

@@ -138,7 +138,8 @@ class LocalSession(Session):
         evicting = [d["metadata"]["name"] for d in dra_docs if draobjects.evicts(d)]
         order = {"Namespace": 0, "PriorityClass": 1}
         first = sorted((d for d in docs if d.get("kind") in order), key=lambda d: order[d["kind"]])
-        rest = batch.creation_order([d for d in docs if d.get("kind") not in order], sc.pods)
+        made, made_all = batch.PodIndex(sc.pods), batch.PodIndex(all_pods)
+        rest = batch.creation_order([d for d in docs if d.get("kind") not in order], made)
         # DRA and Kueue objects after their namespaces, before the pods and Jobs that use them
         policies_synced = False
         for doc in first + dra_docs + kueue_docs + rest:
@@ -172,11 +173,11 @@ class LocalSession(Session):
                 else:
                     created = self._create(doc, ns)
                     if kind in batch.POD_MAKERS and kind != "Pod":
-                        want = len(batch.pods_of(doc, sc.pods))
+                        want = len(made.of(doc))
                         self._wait(lambda c=created, ns=ns, want=want: self._pods_made_by(c, ns) >= want,
                                    f"the {kind} controller to create the pods of {kind.lower()}/{ns}/"
                                    f"{created['metadata']['name']}")
-                        if any(p.key in refused for p in batch.pods_of(doc, all_pods)):
+                        if any(p.key in refused for p in made_all.of(doc)):
                             # and its refused create reported, so events() shows it at once
                             self._wait(lambda c=created, ns=ns: self._failed_create_reported(c, ns),
                                        f"the {kind} controller to report FailedCreate for "
