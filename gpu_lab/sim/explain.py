@@ -8,6 +8,7 @@ the total, and the chosen node.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -82,7 +83,7 @@ class Explanation:
         return html
 
 
-def build_explanation(attempt, filter_verdicts: dict[str, dict[int, str]] | None) -> Explanation:
+def build_explanation(attempt, filter_verdicts: Mapping[str, Mapping[int, str]] | None) -> Explanation:
     """Turn a recorded ``Attempt`` into tables."""
     names = attempt.node_names
     profile = attempt.profile

@@ -28,7 +28,7 @@ Permit) the members that fit when the group succeeded.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from collections.abc import Set as AbstractSet
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -54,6 +54,7 @@ from .framework import (
 from .podgroups import PodGroupManager
 from .profile import Profile, SchedulerConfig
 from .snapshot import Snapshot
+from .verdicts import NodeStatuses, NodeVerdicts
 
 MIN_FEASIBLE_NODES_TO_FIND = 100
 MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
@@ -155,7 +156,7 @@ class Attempt:
     diagnosis: Diagnosis | None = None
     evaluated: np.ndarray | None = None  # node indices the filter looked at
     feasible: np.ndarray | None = None  # node indices that passed
-    failed_by: dict[int, Status] = field(default_factory=dict)
+    failed_by: Mapping[int, Status] = field(default_factory=dict)
     scores: dict[str, PluginScores] = field(default_factory=dict)
     skipped_score_plugins: list[str] = field(default_factory=list)
     total: np.ndarray | None = None
@@ -164,7 +165,7 @@ class Attempt:
     batch_hint: str | None = None  # placed on opportunistic batching's node hint, unscored
     node_names: list[str] = field(default_factory=list)
     # Only when recording: every filter plugin's verdict on every rejected node.
-    filter_verdicts: dict[str, dict[int, str]] | None = None
+    filter_verdicts: dict[str, Mapping[int, str]] | None = None
     skipped_filter_plugins: list[str] = field(default_factory=list)
 
 
@@ -379,7 +380,7 @@ class Scheduler:
                     diagnosis.unschedulable_plugins.add(pl.name)
                     diagnosis.groups.extend(pl.filter_status_groups(ctx, idx))
                 if self.record:
-                    attempt.failed_by = {i: st for st, idx in diagnosis.groups for i in idx.tolist()}
+                    attempt.failed_by = NodeStatuses(list(diagnosis.groups))
         return feasible
 
     def _num_feasible_nodes_to_find(self, profile: Profile, n: int) -> int:
@@ -403,10 +404,9 @@ class Scheduler:
         attempt.filter_verdicts = {}
         for pl, m in zip(plugins, masks):
             rejected = (~m).nonzero()[0]
-            statuses = pl.filter_statuses(ctx, rejected)
-            # Nodes with the same verdict share one Status: word each once.
-            words = {id(st): st.message() for st in dict(zip(map(id, statuses), statuses)).values()}
-            attempt.filter_verdicts[pl.name] = dict(zip(rejected.tolist(), (words[id(st)] for st in statuses)))
+            # Nodes with the same verdict share one Status: kept as groups, worded when asked.
+            groups = pl.filter_status_groups(ctx, rejected) if len(rejected) else []
+            attempt.filter_verdicts[pl.name] = NodeVerdicts(groups)
 
     # ------------------------------------------------------------- scoring
     def _prioritize_nodes(self, ctx: CycleContext, profile: Profile, feasible: np.ndarray,
