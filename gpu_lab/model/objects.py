@@ -138,14 +138,22 @@ class SpecMemo(dict):
 _SPEC_MEMOS: weakref.WeakValueDictionary[tuple, SpecMemo] = weakref.WeakValueDictionary()
 
 
-def spec_memo(namespace: str, labels: dict[str, str], owner_kind: str | None, spec: dict[str, Any]) -> SpecMemo:
-    """The memo for pods with this namespace, labels, owner kind and spec.
+def spec_key(spec: dict[str, Any]) -> str:
+    """A pod spec's identity as text: equal for equal specs, whatever their key order."""
+    return json.dumps(spec, sort_keys=True, default=str)
+
+
+def spec_memo(namespace: str, labels: dict[str, str], owner_kind: str | None, spec: dict[str, Any],
+              key: str | None = None) -> SpecMemo:
+    """The memo for pods with this namespace, labels, owner kind and spec (``key``: the spec's
+    ``spec_key``, where the caller has it already).
 
     Like kube-scheduler's equivalence classes: the pods of one Job or ReplicaSet
     (or any identical manifests) are the same to every plugin, so what a plugin
     derives from one of them holds for all. The memo lives while such a pod does.
     """
-    key = (namespace, owner_kind, json.dumps([labels, spec], sort_keys=True, default=str))
+    key = (namespace, owner_kind, json.dumps(labels, sort_keys=True, default=str),
+           spec_key(spec) if key is None else key)
     memo = _SPEC_MEMOS.get(key)
     if memo is None:
         memo = SpecMemo()

@@ -23,6 +23,7 @@ from .objects import (
     Pod,
     Toleration,
     compute_pod_requests,
+    spec_key,
     spec_memo,
     stable_uid,
 )
@@ -143,7 +144,8 @@ def parse_pod(raw: dict, *, priority_classes: dict[str, dict] | None = None, cre
                                              seconds, "int64"))
     class_name, priority, policy = resolve_priority(spec, name, priority_classes or {})
     spec = pod_defaults(spec)
-    errs = v.validate_object_meta(meta) + v.validate_pod_spec(spec)
+    key = spec_key(spec)
+    errs = v.validate_object_meta(meta) + list(_spec_errors(spec, key))
     if not isinstance(raw.get("metadata", {}), dict):
         errs.insert(0, v.wrong_type("metadata", raw.get("metadata"), "an object"))
     if not isinstance(raw.get("spec", {}), dict):
@@ -176,10 +178,26 @@ def parse_pod(raw: dict, *, priority_classes: dict[str, dict] | None = None, cre
         overhead=internal_resources(spec.get("overhead")),
         created=created,
         raw=raw,
-        memo=spec_memo(ns, meta.get("labels") or {}, owner.get("kind"), spec),
+        memo=spec_memo(ns, meta.get("labels") or {}, owner.get("kind"), spec, key),
     )
     compute_pod_requests(pod)
     return pod
+
+
+_SPEC_ERRORS: dict[str, tuple[str, ...]] = {}
+_SPEC_ERRORS_MAX = 4096
+
+
+def _spec_errors(spec: dict, key: str) -> tuple[str, ...]:
+    """``validate_pod_spec``, once per distinct (defaulted) spec: the pods of a controller, and
+    most of a large what-if's, repeat a few specs thousands of times."""
+    errs = _SPEC_ERRORS.get(key)
+    if errs is None:
+        errs = tuple(v.validate_pod_spec(spec))
+        if len(_SPEC_ERRORS) >= _SPEC_ERRORS_MAX:
+            _SPEC_ERRORS.clear()
+        _SPEC_ERRORS[key] = errs
+    return errs
 
 
 def resolve_priority(spec: dict, pod_name: str, classes: dict[str, dict]) -> tuple[str, int, str]:
