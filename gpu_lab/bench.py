@@ -1,12 +1,19 @@
-"""``gpu-lab bench``: how fast the embedded scheduler places a realistic GPU workload.
+"""``gpu-lab bench``: how long the embedded scheduler takes from a scenario file to the table.
 
 The workload: GPU node pools of several models (the H100 pool tainted for GPU
 work only, as clusters usually do) plus CPU nodes, and a pod mix of whole-GPU
 training/inference pods (with tolerations), CPU-only pods, pods pinned to a
-GPU product by nodeSelector, and pods with a preferred node affinity. We time
-the scheduling loop only (parsing and building the pods table are reported
-separately), with the default profile, and report peak resident memory of the
-process.
+GPU product by nodeSelector, and pods with a preferred node affinity. It is
+written to a YAML file, then timed as ``gpu-lab run FILE`` spends it: read the
+file, apply (parse, validate, create), schedule (the loop, with the default
+profile and explanations recorded, as every user runs), build the pods table.
+The headline is their sum; the loop's pods/s and the peak resident memory of
+the process are reported beside it.
+
+``--scaling`` runs the same shape at two sizes in one process and prints each
+step's growth: a step that grows more than 1.5 times the pods' factor (15x for
+10x the pods) fails the run. A ratio taken within one run is what a shared
+machine's drift can neither hide nor fake.
 """
 
 from __future__ import annotations
@@ -17,7 +24,9 @@ import platform
 import random
 import resource
 import sys
+import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
@@ -96,50 +105,99 @@ def reference_seconds() -> float:
     return round(best, 4)
 
 
+STEPS = ("read", "apply", "schedule", "table")
+
+
 def run_bench(nodes: int = 1000, pods: int = 10000, seed: int = 0, repeat: int = 3) -> dict[str, Any]:
-    """``repeat`` runs on fresh labs; the figures are the median run's (a shared
-    machine's speed drifts by several percent from one second to the next)."""
+    """``repeat`` runs on fresh labs; the figures are the median run's by end-to-end time (a
+    shared machine's speed drifts by several percent from one second to the next)."""
     reference = reference_seconds()
     runs = []
-    for _ in range(max(1, repeat)):
-        runs.append(_one_run(nodes, pods, seed))
-        gc.collect()  # the last lab's objects, before the next one is timed
+    with tempfile.TemporaryDirectory(prefix="gpu-lab-bench-") as d:
+        path = write_scenario(Path(d) / "bench.yaml", nodes, pods, seed)
+        for _ in range(max(1, repeat)):
+            runs.append(_one_run(path, nodes, pods, seed))
+            gc.collect()  # the last lab's objects, before the next one is timed
     if len({(r["bound"], r["placements"]) for r in runs}) != 1:
         raise RuntimeError("bench: runs with the same seed placed pods differently")
-    out = sorted(runs, key=lambda r: r["pods_per_second"])[len(runs) // 2]
+    out = sorted(runs, key=lambda r: r["total_seconds"])[len(runs) // 2]
     del out["placements"]
     out["repeat"] = len(runs)
-    out["runs_pods_per_second"] = [r["pods_per_second"] for r in runs]
+    out["runs_total_seconds"] = [r["total_seconds"] for r in runs]
     out["reference_loop_seconds"] = reference
     out["peak_rss_mb"] = round(peak_rss_mb(), 1)
     return out
 
 
-def _one_run(nodes: int, pods: int, seed: int) -> dict[str, Any]:
+def write_scenario(path: Path, nodes: int, pods: int, seed: int) -> Path:
+    """The bench's workload as the multi-document YAML file a user would apply."""
+    import yaml
+
+    with open(path, "w") as f:
+        yaml.dump_all(node_pools(nodes) + workload(pods, seed), f, Dumper=getattr(yaml, "CSafeDumper", yaml.SafeDumper),
+                      sort_keys=False)
+    return path
+
+
+def _one_run(path: Path, nodes: int, pods: int, seed: int) -> dict[str, Any]:
     from . import connect
     from .backends.sim import SimSession
+    from .model.scenario import load_documents
 
-    lab = connect("sim", seed=seed, record=False)
+    lab = connect("sim", seed=seed)
     assert isinstance(lab, SimSession)  # timed below through its scheduling loop
-    docs = node_pools(nodes) + workload(pods, seed)
     t0 = time.perf_counter()
-    lab.apply(docs)
+    docs = load_documents(path)
     t1 = time.perf_counter()
+    lab.apply(docs)
+    t2 = time.perf_counter()
     # The scheduling loop alone; schedule() would also build the pods table, timed next.
     lab._sim.run_queue()
-    t2 = time.perf_counter()
-    df = lab.pods()
     t3 = time.perf_counter()
+    df = lab.pods()
+    t4 = time.perf_counter()
     bound = int(df["node"].notna().sum())
+    steps = dict(zip(STEPS, (t1 - t0, t2 - t1, t3 - t2, t4 - t3)))
     return {
-        "nodes": nodes, "pods": pods, "seed": seed, "profile": "default",
+        "nodes": nodes, "pods": pods, "seed": seed, "profile": "default", "record": True,
         "bound": bound, "pending": pods - bound,
-        "apply_seconds": round(t1 - t0, 3), "schedule_seconds": round(t2 - t1, 3),
-        "table_seconds": round(t3 - t2, 3),
-        "pods_per_second": round(pods / (t2 - t1), 1) if t2 > t1 else None,
+        **{f"{k}_seconds": round(v, 3) for k, v in steps.items()},
+        "total_seconds": round(t4 - t0, 3),
+        "pods_per_second": round(pods / (t3 - t2), 1) if t3 > t2 else None,
         "python": platform.python_version(), "machine": platform.machine(),
         "placements": hash(tuple(df["node"].fillna(""))),
     }
+
+
+#: a step may grow this many times the pods' factor (15x for 10x the pods) before --scaling fails
+GROWTH_LIMIT = 1.5
+
+
+def run_scaling(small: tuple[int, int], large: tuple[int, int], seed: int = 0) -> dict[str, Any]:
+    """The same workload shape at (nodes, pods) ``small`` and ``large``, one run each in this
+    process: every step's figures and growth factor, and the steps that grew too much."""
+    reference = reference_seconds()
+    a, b = (run_bench(n, p, seed, repeat=1) for n, p in (small, large))
+    pods_factor = b["pods"] / a["pods"]
+    growth = {k: round(b[f"{k}_seconds"] / max(a[f"{k}_seconds"], 1e-3), 1) for k in (*STEPS, "total")}
+    limit = GROWTH_LIMIT * pods_factor
+    return {"small": a, "large": b, "pods_factor": round(pods_factor, 2),
+            "nodes_factor": round(b["nodes"] / a["nodes"], 2), "growth": growth, "limit": round(limit, 1),
+            "too_fast_growing": [k for k, g in growth.items() if g > limit],
+            "reference_loop_seconds": reference}
+
+
+def format_scaling(r: dict[str, Any]) -> str:
+    a, b = r["small"], r["large"]
+    lines = [f"{a['pods']} -> {b['pods']} pods ({r['pods_factor']}x), {a['nodes']} -> {b['nodes']} nodes "
+             f"({r['nodes_factor']}x); a step fails above {r['limit']}x",
+             f"  {'step':<9}{'small (s)':>11}{'large (s)':>11}{'growth':>9}"]
+    for k in (*STEPS, "total"):
+        flag = "  FAIL" if k in r["too_fast_growing"] else ""
+        lines.append(f"  {k:<9}{a[f'{k}_seconds']:>11.3f}{b[f'{k}_seconds']:>11.3f}{r['growth'][k]:>8.1f}x{flag}")
+    lines.append(f"  peak RSS: {b['peak_rss_mb']} MB; machine reference (1M-step Python loop): "
+                 f"{r['reference_loop_seconds']} s")
+    return "\n".join(lines)
 
 
 def run_compare_local(nodes: int, pods: int, seed: int = 0) -> dict[str, Any]:
@@ -177,15 +235,22 @@ def run_compare_local(nodes: int, pods: int, seed: int = 0) -> dict[str, Any]:
 
 def format_result(r: dict[str, Any]) -> str:
     return (f"{r['pods']} pods on {r['nodes']} nodes: {r['bound']} bound, {r['pending']} pending\n"
-            f"  schedule: {r['schedule_seconds']} s  ({r['pods_per_second']} pods/s, median of "
-            f"{r['repeat']}: {', '.join(str(x) for x in r['runs_pods_per_second'])})\n"
-            f"  apply (parse + validate): {r['apply_seconds']} s\n"
-            f"  pods table (DataFrame): {r['table_seconds']} s\n"
+            f"  file to table: {r['total_seconds']} s  (median of {r['repeat']}: "
+            f"{', '.join(str(x) for x in r['runs_total_seconds'])})\n"
+            f"    read the file (YAML): {r['read_seconds']} s\n"
+            f"    apply (parse, validate, create): {r['apply_seconds']} s\n"
+            f"    schedule (explanations recorded): {r['schedule_seconds']} s  ({r['pods_per_second']} pods/s)\n"
+            f"    pods table (DataFrame): {r['table_seconds']} s\n"
             f"  machine reference (1M-step Python loop): {r['reference_loop_seconds']} s\n"
             f"  peak RSS: {r['peak_rss_mb']} MB")
 
 
-def main(nodes: int, pods: int, seed: int, as_json: bool, compare: str | None = None, repeat: int = 3) -> int:
+def main(nodes: int, pods: int, seed: int, as_json: bool, compare: str | None = None, repeat: int = 3,
+         scaling: tuple[tuple[int, int], tuple[int, int]] | None = None) -> int:
+    if scaling is not None:
+        sc = run_scaling(*scaling, seed=seed)
+        print(json.dumps(sc, indent=2) if as_json else format_scaling(sc))
+        return 1 if sc["too_fast_growing"] else 0
     if compare == "local":
         r = run_compare_local(nodes, pods, seed)
         if as_json:

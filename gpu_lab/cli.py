@@ -100,7 +100,18 @@ def cmd_bench(args) -> int:
         return 0
     from .bench import main
 
-    return main(args.nodes or 1000, args.pods, args.seed, args.json, args.compare, args.repeat)
+    scaling = None
+    if args.scaling is not None:
+        try:
+            scaling = tuple(tuple(int(x) for x in size.lower().split("x")) for size in args.scaling.split(","))
+            ok = len(scaling) == 2 and all(len(size) == 2 and min(size) > 0 for size in scaling)
+        except ValueError:
+            ok = False
+        if not ok:
+            print(f"error: --scaling wants two NODESxPODS sizes, e.g. 1000x2000,1000x20000 (got {args.scaling!r})",
+                  file=sys.stderr)
+            return 2
+    return main(args.nodes or 1000, args.pods, args.seed, args.json, args.compare, args.repeat, scaling)
 
 
 def cmd_controlplane(args) -> int:
@@ -154,13 +165,16 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--json", action="store_true", help="jobs, metrics and the series as JSON")
     sim.set_defaults(func=cmd_simulate)
 
-    b = sub.add_parser("bench", help="scheduling throughput of the embedded scheduler")
+    b = sub.add_parser("bench", help="the embedded scheduler from scenario file to table, step by step")
     b.add_argument("--nodes", type=int, default=None, help="nodes (default 1000; with --trace: 200 at most)")
     b.add_argument("--pods", type=int, default=10000)
     b.add_argument("--seed", type=int, default=0)
     b.add_argument("--json", action="store_true")
     b.add_argument("--repeat", type=int, default=3, help="runs on fresh labs; the median is reported")
     b.add_argument("--compare", choices=["local"], help="also run it on the real kube-scheduler")
+    b.add_argument("--scaling", nargs="?", const="1000x10000,5000x100000", metavar="SMALL,LARGE",
+                   help="the same shape at two NODESxPODS sizes (default 1000x10000,5000x100000): each "
+                        "step's growth; fails when one grows more than 1.5x the pods' factor")
     b.add_argument("--trace", action="store_true",
                    help="a day of Jobs on autoscaled GPU pools through gpu_lab.simulate, timed")
     b.add_argument("--jobs", type=int, default=2000, help="--trace: Jobs over the 24 h (default 2000)")

@@ -68,6 +68,19 @@ def test_bench_reports_its_figures():
     assert r.returncode == 0
     doc = json.loads(r.stdout)
     assert doc["pods"] == 100 and doc["bound"] + doc["pending"] == 100
-    assert doc["pods_per_second"] > 0 and doc["peak_rss_mb"] > 0
-    assert doc["repeat"] == 3 and sorted(doc["runs_pods_per_second"])[1] == doc["pods_per_second"]
+    assert doc["pods_per_second"] > 0 and doc["peak_rss_mb"] > 0 and doc["record"] is True
+    assert doc["repeat"] == 3 and sorted(doc["runs_total_seconds"])[1] == doc["total_seconds"]
+    steps = sum(doc[f"{k}_seconds"] for k in ("read", "apply", "schedule", "table"))
+    assert abs(steps - doc["total_seconds"]) < 0.01  # the headline is the whole path, file to table
     assert 0 < doc["reference_loop_seconds"] < 10
+
+
+def test_bench_scaling_prints_each_steps_growth_and_refuses_a_bad_size():
+    r = gpu_lab("bench", "--scaling", "20x50,20x500", "--json")
+    doc = json.loads(r.stdout)
+    assert (doc["small"]["pods"], doc["large"]["pods"], doc["pods_factor"], doc["limit"]) == (50, 500, 10.0, 15.0)
+    assert set(doc["growth"]) == {"read", "apply", "schedule", "table", "total"}
+    assert r.returncode == (1 if doc["too_fast_growing"] else 0)
+    r = gpu_lab("bench", "--scaling", "20x50")
+    assert r.returncode == 2 and r.stderr.strip().splitlines() == [
+        "error: --scaling wants two NODESxPODS sizes, e.g. 1000x2000,1000x20000 (got '20x50')"]

@@ -31,12 +31,17 @@ from gpu_lab.model.scenario import parse_scenario
 #: last changed (it gained StatefulSets, DaemonSets, Services, PodDisruptionBudgets, ResourceQuotas
 #: and LimitRanges: a seed that draws none of them is the scenario it was before, so 2, 3, 4, 7, 15, 18
 #: and 117 are the earlier list's). Among them: quotas 0, 1, 8, 12; LimitRanges 9, 11, 14; a Service
-#: 5; PodDisruptionBudgets 10, 22, 39; DaemonSets 11, 16, 38; StatefulSets 22, 23 (OrderedReady)
+#: 5; PodDisruptionBudgets 22, 39; DaemonSets 11, 16, 38; StatefulSets 22, 23 (OrderedReady)
 #: and 107 (Parallel, with a quota). Regression seeds of the fixes they found: 16 (a daemon pod's
 #: PreFilterResult), 107 (a Parallel StatefulSet's slow start), 24 (an OrderedReady StatefulSet
 #: only last in its batch), 117 (a preemption tie replayed). Change the generator and this list
-#: must be chosen again.
-FIXED = [0, 1, 2, 3, 4, 5, 7, 8, 9, 10, 11, 12, 14, 15, 16, 18, 22, 23, 24, 38, 39, 107, 117]
+#: must be chosen again. Seed 10 left the list: its low-priority pod's required pod affinity
+#: selects a pod that the batch's high-priority pods preempt, and kube-scheduler counts a
+#: terminating pod for InterPodAffinity by design (kubernetes/kubernetes#87621, #111793), so the
+#: real outcome depends on whether the node agent has finished the victim's deletion when the
+#: affinity pod's cycle runs: it agreed in earlier runs and, on a loaded machine (a CI run), the
+#: real scheduler placed the pod beside the terminating victim.
+FIXED = [0, 1, 2, 3, 4, 5, 7, 8, 9, 11, 12, 14, 15, 16, 18, 22, 23, 24, 38, 39, 107, 117]
 #: fresh seeds per run, so CI keeps meeting scenarios nobody has seen: from the clock, or in a
 #: parallel run from the run's id, which every xdist worker shares (each collects the same ids)
 _RUN = os.environ.get("PYTEST_XDIST_TESTRUNUID")
