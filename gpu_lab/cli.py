@@ -103,11 +103,14 @@ def cmd_bench(args) -> int:
     scaling = None
     if args.scaling is not None:
         try:
-            scaling = tuple(tuple(int(x) for x in size.lower().split("x")) for size in args.scaling.split(","))
-            ok = len(scaling) == 2 and all(len(size) == 2 and min(size) > 0 for size in scaling)
+            sizes = [[int(x) for x in size.lower().split("x")] for size in args.scaling.split(",")]
+            ok = len(sizes) == 2 and all(len(size) == 2 and min(size) > 0 for size in sizes)
         except ValueError:
             ok = False
-        if not ok:
+        if ok:
+            (n1, p1), (n2, p2) = sizes
+            scaling = ((n1, p1), (n2, p2))
+        else:
             print(f"error: --scaling wants two NODESxPODS sizes, e.g. 1000x2000,1000x20000 (got {args.scaling!r})",
                   file=sys.stderr)
             return 2

@@ -152,12 +152,12 @@ def spec_memo(namespace: str, labels: dict[str, str], owner_kind: str | None, sp
     (or any identical manifests) are the same to every plugin, so what a plugin
     derives from one of them holds for all. The memo lives while such a pod does.
     """
-    key = (namespace, owner_kind, json.dumps(labels, sort_keys=True, default=str),
-           spec_key(spec) if key is None else key)
-    memo = _SPEC_MEMOS.get(key)
+    memo_key = (namespace, owner_kind, json.dumps(labels, sort_keys=True, default=str),
+                spec_key(spec) if key is None else key)
+    memo = _SPEC_MEMOS.get(memo_key)
     if memo is None:
         memo = SpecMemo()
-        _SPEC_MEMOS[key] = memo
+        _SPEC_MEMOS[memo_key] = memo
     return memo
 
 
