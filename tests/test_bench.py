@@ -29,7 +29,7 @@ def test_a_quadratic_step_fails_and_is_named(monkeypatch, capsys):
     assert r["growth"]["apply"] == 100.0 and r["too_fast_growing"] == ["apply", "total"]
     assert bench.main(0, 0, 0, False, scaling=((1000, 2000), (1000, 20000))) == 1
     out = capsys.readouterr().out
-    assert "apply" in out and "100.0x  FAIL" in out and "a step fails above 15.0x" in out
+    assert "apply" in out and "100.0x  FAIL" in out and "a step fails above 15.0x (the total" in out
 
 
 def test_the_bench_file_is_the_workload_as_yaml(tmp_path):
@@ -37,3 +37,11 @@ def test_the_bench_file_is_the_workload_as_yaml(tmp_path):
 
     path = bench.write_scenario(tmp_path / "b.yaml", 10, 30, seed=1)
     assert load_documents(path) == bench.node_pools(10) + bench.workload(30, 1)
+
+
+def test_a_step_too_small_to_matter_is_shown_but_not_judged(monkeypatch, capsys):
+    # the table step: hundredths of a second, 40x by noise; the total grows 10x
+    _fake_runs(monkeypatch, lambda step, pods: (0.001 if pods < 10000 else 0.04) if step == "table"
+               else pods * 1e-4)
+    r = bench.run_scaling((1000, 2000), (1000, 20000))
+    assert r["growth"]["table"] == 40.0 and r["too_fast_growing"] == []

@@ -12,6 +12,7 @@ a scenario may list its pods first.
 from __future__ import annotations
 
 import copy
+import gc
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -127,18 +128,26 @@ def _looks_like_path(text: str) -> bool:
 
 
 def _parse_yaml(text: str, name: str) -> list[dict]:
+    """Every document, each checked against the API server's request limit (as each is sent
+    on its own, whatever the file's size, so a step of the read costs the same per document at
+    every scale). The cyclic garbage collector waits: parsing makes only acyclic dicts and
+    lists, and its passes over a growing heap made a large file's read grow faster than it."""
     out = []
-    big = len(text) > MAX_REQUEST_BYTES
-    for doc, line in parse_documents(text, name):
-        if doc is None:
-            continue
-        if not isinstance(doc, dict):
-            raise GpuLabError(f"error parsing {name}: a document must be a mapping, got "
-                              f"{type(doc).__name__} (line {line})")
-        for d in _flatten([doc], name):
-            if big:
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        for doc, line in parse_documents(text, name):
+            if doc is None:
+                continue
+            if not isinstance(doc, dict):
+                raise GpuLabError(f"error parsing {name}: a document must be a mapping, got "
+                                  f"{type(doc).__name__} (line {line})")
+            for d in _flatten([doc], name):
                 _check_request_size(d, name)
-            out.append(d)
+                out.append(d)
+    finally:
+        if enabled:
+            gc.enable()
     return out
 
 
