@@ -640,25 +640,22 @@ def build(repo: Path, progress: Progress = print, force: bool = False, go: bool 
             raise KindError(str(err)) from None
         return {**{k: Path(v) for k, v in k8s.items()}, **build_go_tools(progress, force)}
 
-    if not go:
-        step(2, "pause", "pause", lambda: build_pause(progress, force))
-        step(3, f"root filesystem (Debian {DEBIAN_SUITE})", "root filesystem",
-             lambda: build_rootfs(progress, force))
-        step(7, "fake device plugin image", "plugin image", lambda: build_plugin_image(repo, progress, force))
-        steps = ", ".join(f"{name} {secs:.0f} s" for name, secs in took)
-        progress(f"the steps without Go done in {time.monotonic() - started:.0f} s ({steps})")
-        return
-    bins = step(1, "Go binaries: control plane, kubelet/kubeadm/kubectl, containerd, crictl, kind",
-                "Go binaries", go_binaries)
+    if go:
+        bins = step(1, "Go binaries: control plane, kubelet/kubeadm/kubectl, containerd, crictl, kind",
+                    "Go binaries", go_binaries)
     pause = step(2, "pause", "pause", lambda: build_pause(progress, force))
     step(3, f"root filesystem (Debian {DEBIAN_SUITE})", "root filesystem",
          lambda: build_rootfs(progress, force))
-    images = component_images(bins, pause)
-    step(4, "control-plane and addon images", "component images",
-         lambda: build_component_images(images, progress, force))
-    step(5, "node base image", "base image", lambda: build_base(bins, progress, force))
-    step(6, "node image", "node image", lambda: build_node(images, progress, force))
+    if go:
+        images = component_images(bins, pause)
+        step(4, "control-plane and addon images", "component images",
+             lambda: build_component_images(images, progress, force))
+        step(5, "node base image", "base image", lambda: build_base(bins, progress, force))
+        step(6, "node image", "node image", lambda: build_node(images, progress, force))
     step(7, "fake device plugin image", "plugin image",
          lambda: build_plugin_image(repo, progress, force))
     steps = ", ".join(f"{name} {secs:.0f} s" for name, secs in took)
+    if not go:
+        progress(f"the steps without Go done in {time.monotonic() - started:.0f} s ({steps})")
+        return
     progress(f"done in {time.monotonic() - started:.0f} s ({steps}): {NODE_IMAGE}, {PLUGIN_IMAGE}")
