@@ -85,7 +85,7 @@ def shared_local(request, tmp_path_factory):
     lesson would. Modules that test the lab's own life (up, down, repair) make their own.
     When a test of the run failed, the lab's component logs (their last 16 MiB each) go to
     $GPU_LAB_ARTIFACTS before the lab is deleted: a component that died says why there."""
-    from realcluster import require_controlplane
+    from realcluster import keep_logs, require_controlplane
 
     import gpu_lab
 
@@ -95,23 +95,10 @@ def shared_local(request, tmp_path_factory):
         yield session
     finally:
         session.close()
-        if request.session.testsfailed and os.environ.get("GPU_LAB_ARTIFACTS"):
-            _keep_logs(session.cluster.logs_dir, Path(os.environ["GPU_LAB_ARTIFACTS"]) / f"lab-logs-{_worker()}")
+        if request.session.testsfailed and (kept := keep_logs(session.cluster.logs_dir, "at-the-end")):
+            print(f"the shared lab's logs: {kept}")
         session.cluster.down(progress=None, purge=True)
 
-
-def _worker() -> str:
-    return os.environ.get("PYTEST_XDIST_WORKER", "main")
-
-
-def _keep_logs(src: Path, dest: Path, limit: int = 16 * 2**20) -> None:
-    dest.mkdir(parents=True, exist_ok=True)
-    for log in sorted(src.glob("*")) if src.is_dir() else []:
-        if log.is_file():
-            with open(log, "rb") as f:
-                f.seek(max(0, log.stat().st_size - limit))
-                (dest / log.name).write_bytes(f.read())
-    print(f"the shared lab's logs: {dest}")
 
 
 @pytest.fixture(scope="session")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -47,12 +48,44 @@ def shared_lab(request, what: str, *, timeout: float = 90) -> Iterator:
     fixtures, ``yield from`` it. The lab is never the user's."""
     require_controlplane(what)
     lab = request.getfixturevalue("shared_local")
+    _repair_if_broken(lab, request.node.name)
     lab.reset()
     before, lab.timeout = lab.timeout, timeout
     try:
         yield lab
     finally:
         lab.timeout = before
+
+
+def _repair_if_broken(lab, module: str) -> None:
+    """A component of the shared lab that died since the last module (the scheduler once,
+    under load, cause not yet known) fails this module loudly, with the logs kept, and is
+    restarted first, so one crash fails one module instead of every module after it."""
+    from gpu_lab.errors import LocalClusterError
+
+    try:
+        lab.cluster.check_ready(agents=False)
+    except LocalClusterError as err:
+        kept = keep_logs(lab.cluster.logs_dir, f"broken-before-{module}")
+        lab.cluster.up(progress=None, agents=False)
+        pytest.fail(f"the shared lab was broken before {module}: {err}; restarted for the modules "
+                    f"after this one; its logs: {kept or 'not kept (set GPU_LAB_ARTIFACTS)'}")
+
+
+def keep_logs(src: Path, label: str, limit: int = 16 * 2**20) -> Path | None:
+    """The lab's component logs (their last ``limit`` bytes each) copied to
+    $GPU_LAB_ARTIFACTS/lab-logs-<worker>-<label>, where CI keeps them; None without it."""
+    root = os.environ.get("GPU_LAB_ARTIFACTS")
+    if not root:
+        return None
+    dest = Path(root) / f"lab-logs-{os.environ.get('PYTEST_XDIST_WORKER', 'main')}-{label}"
+    dest.mkdir(parents=True, exist_ok=True)
+    for log in sorted(src.glob("*")) if src.is_dir() else []:
+        if log.is_file():
+            with open(log, "rb") as f:
+                f.seek(max(0, log.stat().st_size - limit))
+                (dest / log.name).write_bytes(f.read())
+    return dest
 
 
 def require_kind(what: str = "the kind tests") -> None:
