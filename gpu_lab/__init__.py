@@ -124,14 +124,16 @@ def backend_available(backend: str) -> tuple[bool, str]:
 
 
 def connect(backend: str = "sim", *, seed: int | None = 0, deterministic: bool = False,
-            record: bool = True, **options: _typing.Any) -> Session:
+            record: bool | str = True, **options: _typing.Any) -> Session:
     """Open a session on a backend.
 
     ``sim`` (the default) is the embedded kube-scheduler model: instant, no
     cluster needed. ``seed`` fixes the random tie-break among equally scored
     nodes (as the real scheduler breaks ties at random); ``deterministic=True``
-    picks the lowest node name instead. ``record=False`` keeps no per-pod
-    explanation data (for large what-if studies).
+    picks the lowest node name instead. ``record`` is what ``explain`` keeps: every
+    cycle's tables (True; past ten million pod-node cells the sim keeps no more and
+    replays the session's calls for the pod asked about), none (False, for large
+    what-if studies), or one pod's (``"namespace/name"``).
 
     ``local`` starts (or reconnects to) a real control plane built from source
     (``gpu-lab controlplane build``) with simulated GPU nodes; ``options`` go to it

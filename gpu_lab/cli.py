@@ -13,10 +13,12 @@ import sys
 from .errors import GpuLabError
 
 
-def _session(args):
+def _session(args, record: bool | str = True):
+    """The scenario applied and scheduled; on the sim ``record`` says which explanations to
+    keep (a run shows none, an explain one pod's)."""
     from . import connect
 
-    options = {}
+    options: dict = {"record": record} if args.backend == "sim" else {}
     if getattr(args, "name", None) is not None:
         if args.backend not in ("local", "kind"):
             raise GpuLabError(f'--name names a lab of the "local" or "kind" backend, not of "{args.backend}"')
@@ -43,7 +45,7 @@ def _table(df, columns) -> str:
 
 
 def cmd_run(args) -> int:
-    lab = _session(args)
+    lab = _session(args, record=False)
     try:
         return _print_run(lab, args)
     finally:
@@ -66,7 +68,7 @@ def _print_run(lab, args) -> int:
 
 
 def cmd_explain(args) -> int:
-    lab = _session(args)
+    lab = _session(args, record=args.pod)
     try:
         exp = lab.explain(args.pod)
         print(json.dumps(exp.to_dict(), indent=2, default=str) if args.json else exp)
@@ -95,7 +97,10 @@ def cmd_bench(args) -> int:
     if args.trace:
         from .benchtrace import format_trace, run_trace
 
-        r = run_trace(args.nodes or 200, args.jobs, args.seed)
+        if args.days < 1:
+            print(f"error: --days must be at least 1 (got {args.days})", file=sys.stderr)
+            return 2
+        r = run_trace(args.nodes or 200, args.jobs, args.seed, args.days)
         print(json.dumps(r, indent=2) if args.json else format_trace(r))
         return 0
     from .bench import main
@@ -169,7 +174,7 @@ def build_parser() -> argparse.ArgumentParser:
     sim.set_defaults(func=cmd_simulate)
 
     b = sub.add_parser("bench", help="the embedded scheduler from scenario file to table, step by step")
-    b.add_argument("--nodes", type=int, default=None, help="nodes (default 1000; with --trace: 200 at most)")
+    b.add_argument("--nodes", type=int, default=None, help="nodes (default 1000; with --trace: at most, autoscaled, default 200)")
     b.add_argument("--pods", type=int, default=10000)
     b.add_argument("--seed", type=int, default=0)
     b.add_argument("--json", action="store_true")
@@ -180,7 +185,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "step's growth; fails when one grows more than 1.5x the pods' factor")
     b.add_argument("--trace", action="store_true",
                    help="a day of Jobs on autoscaled GPU pools through gpu_lab.simulate, timed")
-    b.add_argument("--jobs", type=int, default=2000, help="--trace: Jobs over the 24 h (default 2000)")
+    b.add_argument("--jobs", type=int, default=2000, help="--trace: Jobs over the days (default 2000)")
+    b.add_argument("--days", type=int, default=1, help="--trace: days the Jobs are submitted over (default 1; "
+                   "a week: --days 7 --jobs 10000 --nodes 500)")
     b.set_defaults(func=cmd_bench)
 
     dp = sub.add_parser("device-plugin", help="run the fake NVIDIA device plugin (kubelet gRPC API v1beta1)",

@@ -14,7 +14,10 @@ each call's arguments, hands it to them, and builds the tables every backend ser
 
 from __future__ import annotations
 
+import marshal
 import math
+import pickle
+import zlib
 
 import pandas as pd
 
@@ -24,11 +27,11 @@ from ..model.duration import DURATION_ANNOTATION, parse_duration  # noqa: F401 -
 from ..model.objects import Pod
 from ..model.quantity import parse_quantity, value
 from ..model.scenario import load_documents
-from ..sim.cluster import PodRecord, pod_gpus
+from ..sim.cluster import RECORD_CELLS, PodRecord, pod_gpus
 from ..sim.dra import backend as dra
 from ..sim.explain import Explanation, build_explanation
 from ..sim.runner import Runner
-from .base import Session, Source
+from .base import Session, Source, collector_paused
 from .events import EventRow
 from .tables import NodeRow, PodRow
 
@@ -52,11 +55,34 @@ def _template_gpus(template: dict) -> int:
     return total
 
 
+def _frozen(docs: list) -> bytes:
+    """The applied documents as bytes (their objects may change or go after the call): marshal,
+    fast for what YAML and JSON give, pickle for anything else; compressed, as a file is."""
+    try:
+        return b"m" + zlib.compress(marshal.dumps(docs), 1)
+    except ValueError:  # a type marshal does not take (a caller's own objects)
+        return b"p" + zlib.compress(pickle.dumps(docs, protocol=pickle.HIGHEST_PROTOCOL), 1)
+
+
+def _thawed(blob: bytes) -> list:
+    with collector_paused():
+        data = zlib.decompress(blob[1:])
+        return marshal.loads(data) if blob[:1] == b"m" else pickle.loads(data)
+
+
 class SimSession(Session):
     backend = "sim"
 
-    def __init__(self, seed: int | None = 0, deterministic: bool = False, record: bool = True):
-        self.seed, self.deterministic, self.record = seed, deterministic, record
+    def __init__(self, seed: int | None = 0, deterministic: bool = False, record: bool | str = True):
+        """``record``: keep what ``explain`` shows (True; past RECORD_CELLS it is worked out
+        again when asked), nothing (False), or only for the pod it names (``namespace/name``:
+        what ``gpu-lab explain`` asks, at the speed of a run that keeps nothing)."""
+        self.seed, self.deterministic = seed, deterministic
+        self._only: str | None = None
+        if isinstance(record, str):
+            self.record, self._only = True, record if "/" in record else f"default/{record}"
+        else:
+            self.record = record
         self.reset()
 
     @property
@@ -66,11 +92,22 @@ class SimSession(Session):
 
     def reset(self) -> None:
         self._sim = Runner(self.seed, self.deterministic, self.record)
+        self._sim.cluster.record_only = self._only
+        # every call that changed the cluster, in order, to replay for explain (``_replayed``)
+        self._calls: list[tuple[str, tuple]] = []
+
+    def _log(self, name: str, *call_args) -> None:
+        if self.record:
+            self._calls.append((name, call_args))
 
     def apply(self, src: Source) -> list[str]:
-        return self._sim.apiserver.create(load_documents(src))
+        docs = load_documents(src)
+        refs = self._sim.apiserver.create(docs)  # refused as a whole, or created: then logged
+        self._log("apply", _frozen(docs))
+        return refs
 
     def schedule(self) -> pd.DataFrame:
+        self._log("schedule")
         self._sim.settle()
         self._sim.observe()
         return self.pods()
@@ -80,7 +117,9 @@ class SimSession(Session):
 
         ``seconds=None`` runs until no timed pod is left running.
         """
-        self._sim.tick(args.check_seconds(seconds))
+        seconds = args.check_seconds(seconds)
+        self._log("advance", seconds)
+        self._sim.tick(seconds)
         return self.pods()
 
     # ------------------------------------------------------------- nodes
@@ -101,6 +140,7 @@ class SimSession(Session):
         args.check_bool(evict, "label_node", "evict")
         self._check_node(node, "label_node")
         evicted = self._sim.nodes.relabel(node, labels, evict)
+        self._log("label_node", node, dict(labels), evict)
         self._sim.settle()
         return evicted
 
@@ -109,12 +149,14 @@ class SimSession(Session):
         capacity stays until the kubelet's grace period (5 min) has passed on the clock.
         Running pods keep their GPUs; new GPU pods stop landing there."""
         self._check_node(node, "kill_plugin")
+        self._log("kill_plugin", node)
         self._sim.kubelets.kill_plugin(node)
         self._sim.settle()
 
     def restart_plugin(self, node: str) -> None:
         """The plugin comes back and re-registers: capacity and allocatable are restored."""
         self._check_node(node, "restart_plugin")
+        self._log("restart_plugin", node)
         self._sim.kubelets.restart_plugin(node)
         self._sim.settle()
 
@@ -123,13 +165,16 @@ class SimSession(Session):
         args.check_name(node, "cordon")
         args.check_bool(unschedulable, "cordon", "unschedulable")
         self._check_node(node, "cordon")
+        self._log("cordon", node, unschedulable)
         self._sim.nodes.cordon(node, unschedulable)
         self._sim.settle()
 
     # -------------------------------------------------------------- pods
     def delete(self, pod: str) -> None:
         """Delete a pod (``namespace/name`` or ``name`` in default); waiting pods get another try."""
-        self._sim.binder.remove(self._record(pod))
+        rec = self._record(pod)
+        self._log("delete", pod)
+        self._sim.binder.remove(rec)
         self._sim.settle()
 
     def _record(self, pod: str, call: str = "delete") -> PodRecord:
@@ -143,7 +188,10 @@ class SimSession(Session):
     def explain(self, pod: str) -> Explanation:
         args.check_name(pod, "explain", "pod")
         rec = self._record(pod)
-        if rec.attempt is None:
+        attempt = rec.attempt
+        if attempt is None and self._sim.cluster.dropped and not rec.pod.node_name and rec.attempts:
+            attempt = self._replayed(rec)
+        if attempt is None:
             if rec.pod.node_name:
                 why = "spec.nodeName is set: the scheduler never saw this pod"
             elif not self.record:
@@ -152,7 +200,7 @@ class SimSession(Session):
                 why = "the scheduler has not tried this pod yet: call schedule()"
             return Explanation(rec.pod.key, rec.node, rec.message or why, rec.pod.scheduler_name,
                                pd.DataFrame(), pd.DataFrame(), [why])
-        exp = build_explanation(rec.attempt, rec.attempt.filter_verdicts)
+        exp = build_explanation(attempt, attempt.filter_verdicts)
         exp.notes += dra.explain_notes(self._sim.cluster.snapshot, rec.pod)  # the pod's ResourceClaims, if any
         if rec.node and rec.node != exp.node:
             exp.notes.append(f"now on {rec.node}")
@@ -160,11 +208,35 @@ class SimSession(Session):
             exp.notes.append(f"phase {rec.phase}: {rec.message}")
         return exp
 
+    def _replayed(self, rec: PodRecord):
+        """The pod's last cycle, kept this time: past RECORD_CELLS the sim keeps no cycle's
+        arrays, so this session's calls run again on a fresh sim (same seed: the same cycles)
+        that keeps only this pod's. Checked: the replay must leave the pod where it is."""
+        again = SimSession(self.seed, self.deterministic, self.record)
+        again._sim.cluster.record_only = rec.pod.key
+        for name, call_args in self._calls:
+            if name == "apply":
+                again._sim.apiserver.create(_thawed(call_args[0]))
+            elif name == "schedule":
+                again._sim.settle()
+                again._sim.observe()
+            elif name == "advance" or name == "run_for":
+                again._sim.tick(call_args[0])
+            else:
+                getattr(again, name)(*call_args)
+        twin = again._sim.cluster.records.get(rec.pod.key)
+        if twin is None or (twin.node, twin.phase, twin.attempts) != (rec.node, rec.phase, rec.attempts):
+            raise GpuLabError(f"explain {rec.pod.key}: replaying this session's calls did not reproduce the "
+                              f"pod's scheduling (a bug in gpu-lab); create the session with fewer pods "
+                              f"x nodes than {RECORD_CELLS:,} to keep every explanation")
+        return twin.attempt
+
     # -------------------------------------------------------- the clock's tables
     def _run_for(self, seconds: float):
         """Run the clock ``seconds`` (the window every total covers); the Simulation."""
         from ..sim.simulation import Simulation, job_counts, makespan
 
+        self._log("run_for", seconds)
         self._sim.tick(seconds)
         jobs, timeline = self.jobs(), self.timeline()
         recorder = self._sim.recorder

@@ -56,11 +56,22 @@ def pod_gpus(pod: Pod) -> int:
     return got
 
 
+#: (pod, node) cells of kept explanations before the sim keeps no more (about 12 bytes each:
+#: 1,000 nodes x 10,000 pods fits, 5,000 x 100,000 would take 6 GB)
+RECORD_CELLS = 10_000_000
+
+
 class Cluster:
     """Everything the simulated cluster holds; no behaviour beyond small lookups."""
 
     def __init__(self, seed: int | None = 0, deterministic: bool = False, record: bool = True) -> None:
         self.seed, self.deterministic, self.record = seed, deterministic, record
+        # What explain keeps (``keeps``): every cycle's arrays while their (pod, node) cells
+        # stay within RECORD_CELLS; past it, none (the session replays its calls to explain a
+        # pod: ``backends.sim``), or in a replay only the asked pod's (``record_only``).
+        self.kept_cells = 0
+        self.dropped = False  # a cycle's explanation was not kept
+        self.record_only: str | None = None
         self.now = 0.0  # seconds on the simulated clock
         self.events = EventQueue()  # what happens later on the clock
         self.api_events = EventLog()  # the Event objects the components recorded (kubectl get events)
@@ -88,6 +99,14 @@ class Cluster:
         # order, for the hints of plugins that a new pod on a node may satisfy.
         self.wakeups = 0
         self.bound: list[Pod] = []
+
+    def keeps(self, key: str) -> bool:
+        """Whether the cycle of pod ``key`` about to run keeps what explain shows."""
+        if not self.record:
+            return False
+        if self.record_only is not None:
+            return key == self.record_only
+        return self.kept_cells < RECORD_CELLS
 
     def pods_on(self, node: str) -> list[Pod]:
         return list(self.running_on.get(node, {}).values())

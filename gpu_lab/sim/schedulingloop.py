@@ -58,10 +58,15 @@ class SchedulingLoop:
                     for pod in bound:
                         active.assigned_pod_added(pod, c.scheduler.config.profile_for)
                 continue
+            keep = c.scheduler.record = c.keeps(key)
             attempt = c.scheduler.schedule_one(rec.pod, cycle=c.scheduler.next_cycle())
             rec.attempts += 1
             queue.tried(c, rec)
-            rec.attempt = attempt if c.record else None
+            rec.attempt = attempt.compact() if keep else None
+            if keep:
+                c.kept_cells += attempt.cells()
+            elif c.record:
+                c.dropped = True
             if attempt.node is not None:
                 self._bind(rec, attempt.node)
                 active.assigned_pod_added(rec.pod, c.scheduler.config.profile_for)
@@ -119,6 +124,7 @@ class SchedulingLoop:
         groups = c.scheduler.pod_groups
         group = groups.groups[key]
         members = gangs.members[key]
+        c.scheduler.record = c.record  # a group's cycle keeps its explanations whole (groups are small)
         result = c.scheduler.schedule_pod_group(group, [r.pod for r in members], groups.state(key).scheduled,
                                                 cycle=c.scheduler.next_cycle())
         by_key = {r.pod.key: r for r in members}
@@ -127,7 +133,7 @@ class SchedulingLoop:
             SchedulingQueue.tried(c, rec)
         if c.record:
             for a in result.attempts:
-                by_key[a.pod.key].attempt = a
+                by_key[a.pod.key].attempt = a.compact()
             for rec in members[len(result.attempts):]:
                 rec.attempt = Attempt(pod=rec.pod, profile=rec.pod.scheduler_name,
                                       message=result.messages[rec.pod.key], node_names=c.snapshot.names)

@@ -18,7 +18,7 @@ from .framework import Status
 Groups = Sequence[tuple[Status, np.ndarray]]
 
 
-class _ByNode(Mapping):
+class ByNode(Mapping):
     """A read-only {node index: value} made from groups on first use, in node order."""
 
     __slots__ = ("_groups", "_flat")
@@ -29,6 +29,10 @@ class _ByNode(Mapping):
 
     def _value(self, status: Status):
         raise NotImplementedError
+
+    def narrow(self, dtype) -> None:
+        """Keep the groups' node indices in ``dtype`` (an index type that holds the node count)."""
+        self._groups = [(st, idx.astype(dtype, copy=False)) for st, idx in self._groups]
 
     def _table(self) -> dict:
         if self._flat is None:
@@ -52,7 +56,7 @@ class _ByNode(Mapping):
         return f"{type(self).__name__}({self._table()!r})"
 
 
-class NodeVerdicts(_ByNode):
+class NodeVerdicts(ByNode):
     """One filter plugin's verdicts: node index -> the message it rejected the node with."""
 
     __slots__ = ()
@@ -61,7 +65,7 @@ class NodeVerdicts(_ByNode):
         return status.message()
 
 
-class NodeStatuses(_ByNode):
+class NodeStatuses(ByNode):
     """The first rejecting plugin's Status per node (kube-scheduler's NodeToStatus)."""
 
     __slots__ = ()

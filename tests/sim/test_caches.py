@@ -274,3 +274,56 @@ def test_kept_scores_and_masks_follow_nodes_added_and_plugins_killed_mid_session
         return _placements(lab)
 
     assert session(True) == session(False)
+
+
+def _wide_copy(a):
+    """The attempt with its own full-width arrays (compact() changes what it keeps in place)."""
+    import copy
+
+    from gpu_lab.sim.scheduler import PluginScores
+    from gpu_lab.sim.verdicts import NodeStatuses, NodeVerdicts
+
+    w = copy.copy(a)
+    for name in ("evaluated", "feasible", "total"):
+        value = getattr(a, name)
+        setattr(w, name, None if value is None else value.copy())
+    w.scores = {k: PluginScores(ps.raw.copy(), ps.normalized.copy(), ps.weight) for k, ps in a.scores.items()}
+    if a.diagnosis is not None:
+        w.diagnosis = copy.copy(a.diagnosis)
+        w.diagnosis.groups = [(st, idx.copy()) for st, idx in a.diagnosis.groups]
+    if isinstance(a.failed_by, NodeStatuses):
+        w.failed_by = NodeStatuses(list(w.diagnosis.groups))
+    w.filter_verdicts = {k: NodeVerdicts([(st, idx.copy()) for st, idx in v._groups])
+                         for k, v in (a.filter_verdicts or {}).items()}
+    return w
+
+
+def test_a_kept_attempt_explains_the_same_in_narrow_arrays():
+    # Attempt.compact() narrows what is kept for explain: the tables read back are the same
+    # numbers as the full-width arrays' (bench workload: taints, selectors, affinity, GPUs)
+    from gpu_lab.sim import scheduler as scheduler_module
+    from gpu_lab.sim.explain import build_explanation
+
+    lab = gpu_lab.connect("sim", seed=0)
+    lab.apply(node_pools(40) + workload(300))
+    kept = []
+    real_compact = scheduler_module.Attempt.compact
+
+    def keep_both(self):
+        kept.append(_wide_copy(self))
+        real = real_compact(self)
+        kept[-1] = (kept[-1], real)
+        return real
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(scheduler_module.Attempt, "compact", keep_both)
+        lab._sim.run_queue()
+    assert len(kept) >= 300
+    narrowed = 0
+    for wide, narrow in kept:
+        assert wide.feasible is None or wide.feasible.dtype == np.int64
+        a, b = build_explanation(wide, wide.filter_verdicts), build_explanation(narrow, narrow.filter_verdicts)
+        assert a.filters.equals(b.filters) and a.scores.equals(b.scores) and a.notes == b.notes, wide.pod.key
+        narrowed += any(ps.normalized.dtype == np.int8 for ps in narrow.scores.values())
+        assert all(ps.normalized.dtype.itemsize <= 2 for ps in narrow.scores.values())
+    assert narrowed > 100
