@@ -185,6 +185,44 @@ def test_scalars_read_as_kubectl_reads_them():
     assert doc["metadata"]["labels"] == {"1": "a", "2.5": "b"}
     assert doc["spec"] == {"true": "x"}
     assert doc["metadata"]["annotations"] == {"when": "2024-01-02"}
+    # 1 and true are one Python key but two YAML keys: go-yaml keeps both, and so do we,
+    # whether the document takes the fast builder or (with an alias) the full constructor
+    for text in ("labels: {1: a, true: c}\n", "x: &x 1\ny: *x\nlabels: {1: a, true: c}\n"):
+        assert load_documents(text)[0]["labels"] == {"1": "a", "true": "c"}
+
+
+_TRICKY = [
+    "a: 1\nb: 1.5\nc: true\nd: ~\ne: ''\nf: '1'\ng: 0x1F\nh: 1_000\ni: .inf\nj: yes\nk: 2024-01-02\n",
+    "labels: {1: a, 2.5: b, true: c, 1e3: d}\nlist: [1, 'two', {x: [null]}]\n",
+    "base: &b {x: 1}\nmerged: {<<: *b, y: 2}\n",  # aliases and a merge key: the full constructor
+    "plain: {<<: {x: 1}, y: 2}\n",  # a merge key without an alias
+    "tagged: !!binary aGVsbG8=\nset: !!set {a, b}\n",
+    "stamp: !!timestamp 2024-01-02\nstr: !!str 12\nint: !!int '7'\n",
+    "dup: 1\ndup: 2\n1: x\n'1': y\n",
+    "? [a, b]\n: complex key\n",
+    "null_key: {~: v}\n",
+    "seq: !!seq [1]\nmap: !!map {a: 1}\n",
+]
+
+
+@pytest.mark.parametrize("text", _TRICKY)
+def test_the_fast_builder_reads_what_the_full_constructor_reads(text):
+    # yamlread._built takes what it can, the rest goes the full way: the same values or
+    # the same error either way
+    def full():
+        loader = yamlread.Loader(text)
+        try:
+            return loader.get_single_data()
+        finally:
+            loader.dispose()
+
+    try:
+        expected = full()
+    except yaml.YAMLError as err:
+        with pytest.raises(gpu_lab.GpuLabError, match=re.escape(" ".join(str(err.problem or err).split())[:40])):
+            yamlread.parse_documents(text, "t.yaml")
+        return
+    assert yamlread.parse_documents(text, "t.yaml")[0][0] == expected
 
 
 def test_utf16_and_utf8_byte_order_marks_are_read(tmp_path):
