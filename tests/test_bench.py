@@ -45,3 +45,23 @@ def test_a_step_too_small_to_matter_is_shown_but_not_judged(monkeypatch, capsys)
                else pods * 1e-4)
     r = bench.run_scaling((1000, 2000), (1000, 20000))
     assert r["growth"]["table"] == 40.0 and r["too_fast_growing"] == []
+
+
+def test_the_trace_spreads_its_jobs_over_the_days_asked():
+    from gpu_lab.benchtrace import trace
+    from gpu_lab.model.duration import parse_duration
+
+    def submits(docs):
+        return [parse_duration(d["metadata"]["annotations"]["gpulab.dev/submit-at"]) for d in docs if d["kind"] == "Job"]
+
+    assert trace(20, 50, days=1) == trace(20, 50)  # a day's trace is the one it always was
+    week = submits(trace(20, 700, days=7))
+    assert max(week) < 7 * 86400 and len({int(t // 86400) for t in week}) == 7
+    assert max(submits(trace(20, 700))) < 86400
+
+
+def test_days_below_one_is_one_clear_line(capsys):
+    from gpu_lab.cli import main
+
+    assert main(["bench", "--trace", "--days", "0"]) == 2
+    assert capsys.readouterr().err.strip() == "error: --days must be at least 1 (got 0)"
