@@ -34,7 +34,8 @@ def _session(args, record: bool | str = True):
 
 
 def _finish(lab) -> None:
-    lab.reset()  # leave nothing behind: on local the node agent lives in this process
+    if lab.backend != "sim":  # the sim holds nothing outside this process, which ends now
+        lab.reset()  # leave nothing behind: on local the node agent lives in this process
     lab.close()
 
 

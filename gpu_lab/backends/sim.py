@@ -103,7 +103,8 @@ class SimSession(Session):
     def apply(self, src: Source) -> list[str]:
         docs = load_documents(src)
         refs = self._sim.apiserver.create(docs)  # refused as a whole, or created: then logged
-        self._log("apply", _frozen(docs))
+        if self.record:  # replayed for explain (``_replayed``)
+            self._log("apply", _frozen(docs))
         return refs
 
     def schedule(self) -> pd.DataFrame:

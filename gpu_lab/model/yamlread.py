@@ -140,6 +140,10 @@ _STR, _MAP, _SEQ = "tag:yaml.org,2002:str", "tag:yaml.org,2002:map", "tag:yaml.o
 _SLOW = object()  # the document needs the full constructor
 
 
+class _Slow(Exception):
+    """Raised inside ``_built`` where a node needs the full constructor."""
+
+
 def _built(root, loader) -> Any:
     """A document without aliases built straight from its nodes, as ``construct_document``
     builds it (the same values, go-yaml's map keys): three times faster on a large file,
@@ -152,9 +156,7 @@ def _built(root, loader) -> Any:
                "tag:yaml.org,2002:bool": loader.construct_yaml_bool,
                "tag:yaml.org,2002:null": loader.construct_yaml_null}
     scalar_type, mapping_type = yaml.ScalarNode, yaml.MappingNode
-
-    class Slow(Exception):
-        pass
+    Slow = _Slow
 
     def scalar(node):
         if node.tag == _STR:
@@ -270,12 +272,13 @@ def _too_deep(name: str, node) -> None:
                       f"(line {node.start_mark.line + 1})")
 
 
-def parse_documents(text: str, name: str) -> list[tuple[Any, int]]:
-    """(document, first line) for every document of a YAML stream; errors are one line."""
+def parse_documents(text: str, name: str) -> list[tuple[Any, int, int | None]]:
+    """(document, first line, characters of its text, None where aliases may expand it) for
+    every document of a YAML stream; errors are one line."""
     if len(text) > MAX_SCENARIO_BYTES:
         raise GpuLabError(f"{name}: larger than {MAX_SCENARIO_BYTES // 2**20} MiB; that is not a scenario")
     check = _needs_graph_check(text)
-    docs: list[tuple[Any, int]] = []
+    docs: list[tuple[Any, int, int | None]] = []
     loader = None
     try:
         loader = Loader(text)
@@ -287,7 +290,9 @@ def parse_documents(text: str, name: str) -> list[tuple[Any, int]]:
             value = _built(node, loader) if not check else _SLOW
             if value is _SLOW:
                 value = loader.construct_document(node)
-            docs.append((value, node.start_mark.line + 1))
+            # the document's own text, where nothing (an alias) can make it larger than that
+            span = None if check else node.end_mark.index - node.start_mark.index
+            docs.append((value, node.start_mark.line + 1, span))
     except yaml.MarkedYAMLError as err:
         mark = err.problem_mark or err.context_mark
         where = f" (line {mark.line + 1})" if mark else ""

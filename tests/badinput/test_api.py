@@ -252,3 +252,27 @@ def test_scheduler_config_as_a_dict_is_decoded_strictly():
                    "profiles": [{"schedulerName": "a", "percentageOfNodesToScore": 200}]})
     assert str(info.value) == ("KubeSchedulerConfiguration: profiles[0].percentageOfNodesToScore: "
                                "Invalid value: 200: not in valid range [0-100]")
+
+
+@pytest.mark.parametrize("text", [
+    "a: y\nb: ~\nc: [~, ~, ~]\nd: {x, y, z}\n",
+    "s: \"\U0001F600\U0001F600\U0001F600\"\nt: \U0001F600\n",
+    "q: \"\\U0001F600\\x01\\t\"\n",
+    "? a\n? b\nk:\n",
+])
+def test_a_documents_json_is_at_most_json_bytes_per_char_times_its_text(text):
+    # the read measures a document's JSON only where its text could reach the request limit
+    import json
+
+    from gpu_lab.model.scenario import JSON_BYTES_PER_CHAR
+
+    (doc, _, span), = yamlread.parse_documents(text, "t.yaml")
+    size = len(json.dumps(doc, separators=(",", ":"), default=str).encode())
+    assert size <= JSON_BYTES_PER_CHAR * span
+
+
+def test_astral_characters_past_the_request_limit_are_refused():
+    # 300,000 characters of text, 3.6 MB of JSON: measured, and refused
+    text = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: big}\ndata: {x: \"" + "\U0001F600" * 300_000 + "\"}\n"
+    with pytest.raises(gpu_lab.GpuLabError, match="Request entity too large"):
+        load_documents(text)
