@@ -102,7 +102,8 @@ class SimSession(Session):
 
     def apply(self, src: Source) -> list[str]:
         docs = load_documents(src)
-        refs = self._sim.apiserver.create(docs)  # refused as a whole, or created: then logged
+        with collector_paused():  # thousands of new long-lived objects: a pass would only re-scan them
+            refs = self._sim.apiserver.create(docs)  # refused as a whole, or created: then logged
         if self.record:  # replayed for explain (``_replayed``)
             self._log("apply", _frozen(docs))
         return refs

@@ -77,7 +77,7 @@ def simulate(scenario: Any, *, until: Any = DEFAULT_UNTIL, backend: str = "sim",
     if backend in BACKENDS and backend != "sim":  # before connecting: nothing is started for nothing
         raise NotSupported(f'simulate: not on the "{backend}" backend: it has no simulated clock '
                            "(use the sim backend)")
-    lab = connect(backend, seed=seed)
+    lab = connect(backend, seed=seed, record=False)  # the session ends here: nobody asks explain
     assert isinstance(lab, SimSession)  # the one backend with a simulated clock (refused above)
     try:
         lab.apply(scenario)
