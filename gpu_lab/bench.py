@@ -180,10 +180,12 @@ MATERIAL_SHARE = 0.1
 
 
 def run_scaling(small: tuple[int, int], large: tuple[int, int], seed: int = 0) -> dict[str, Any]:
-    """The same workload shape at (nodes, pods) ``small`` and ``large``, one run each in this
-    process: every step's figures and growth factor, and the steps that grew too much."""
+    """The same workload shape at (nodes, pods) ``small`` (median of three runs) and ``large``
+    (one run) in this process: every step's figures and growth factor, and the steps that grew too much."""
     reference = reference_seconds()
-    a, b = (run_bench(n, p, seed, repeat=1) for n, p in (small, large))
+    # the small run is the divisor of every ratio, and its steps last tenths of a second: its
+    # median of three, so one slow moment in it cannot fake a growth (the large run: one)
+    a, b = run_bench(*small, seed, repeat=3), run_bench(*large, seed, repeat=1)
     pods_factor = b["pods"] / a["pods"]
     growth = {k: round(b[f"{k}_seconds"] / max(a[f"{k}_seconds"], 1e-3), 1) for k in (*STEPS, "total")}
     limit = GROWTH_LIMIT * pods_factor
