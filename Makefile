@@ -56,6 +56,7 @@ MYPY_CACHE_DIR ?= $(or $(GPU_LAB_CACHE),$(HOME)/.cache/gpu-lab)/mypy
 lint: setup
 	$(PY) -m ruff check gpu_lab tests
 	MYPY_CACHE_DIR=$(MYPY_CACHE_DIR) $(PY) -m mypy
+	$(VENV)/bin/lint-imports --no-cache  # the layers contract (pyproject.toml, drawn in the README)
 
 notebooks: setup
 	$(PY) -m pytest -q -p no:randomly --nbval-lax --nbval-current-env lessons

@@ -14,13 +14,15 @@ from __future__ import annotations
 import typing as _typing
 
 from .errors import GpuLabError, InvalidObject, NotSupported
+from .names import VERSION as _VERSION
 
 if _typing.TYPE_CHECKING:
     from .backends.base import Session
     from .backends.description import NodeDescription
     from .model.scenario import Scenario, load_scenario
     from .sim.explain import Explanation
-    from .sim.simulation import Simulation, simulate
+    from .sim.outcome import Simulation
+    from .simulation import simulate
 
 # Heavier parts (pandas, numpy) load on first use, so small entry points such as the
 # device-plugin process start fast.
@@ -31,8 +33,8 @@ _LAZY = {
     "Scenario": ("model.scenario", "Scenario"),
     "load_scenario": ("model.scenario", "load_scenario"),
     "Explanation": ("sim.explain", "Explanation"),
-    "simulate": ("sim.simulation", "simulate"),
-    "Simulation": ("sim.simulation", "Simulation"),
+    "simulate": ("simulation", "simulate"),
+    "Simulation": ("sim.outcome", "Simulation"),
 }
 
 
@@ -64,7 +66,7 @@ def __getattr__(name: str) -> _typing.Any:
         return value
     raise AttributeError(f"module 'gpu_lab' has no attribute {name!r}")
 
-__version__ = "0.1.0"
+__version__ = _VERSION
 BACKENDS = ("sim", "local", "kind", "kubeconfig")
 
 __all__ = [

@@ -143,7 +143,7 @@ def write_scenario(path: Path, nodes: int, pods: int, seed: int) -> Path:
 def _one_run(path: Path, nodes: int, pods: int, seed: int) -> dict[str, Any]:
     from . import connect
     from .backends.sim import SimSession
-    from .model.scenario import load_documents
+    from .model.documents import load_documents
 
     lab = connect("sim", seed=seed)
     assert isinstance(lab, SimSession)  # timed below through its scheduling loop

@@ -14,6 +14,7 @@ import time
 from typing import Any
 
 from .bench import peak_rss_mb, reference_seconds
+from .simulation import simulate
 
 
 def trace(nodes: int = 200, jobs: int = 2000, seed: int = 0, days: int = 1) -> list[dict[str, Any]]:
@@ -50,7 +51,6 @@ def trace(nodes: int = 200, jobs: int = 2000, seed: int = 0, days: int = 1) -> l
 
 
 def run_trace(nodes: int = 200, jobs: int = 2000, seed: int = 0, days: int = 1) -> dict[str, Any]:
-    from .sim.simulation import simulate
 
     docs = trace(nodes, jobs, seed, days)
     start = time.perf_counter()

@@ -79,7 +79,7 @@ def cmd_explain(args) -> int:
 
 
 def cmd_simulate(args) -> int:
-    from .sim.simulation import simulate
+    from .simulation import simulate
 
     result = simulate(args.scenario, until=args.until, backend=args.backend, seed=args.seed)
     if args.json:

@@ -77,7 +77,7 @@ _ELSEWHERE = {
     "BuildError": "backends.local.build",
     "GoNotFoundError": "backends.local.build",
     "KueueNotBuilt": "backends.local.kueuebuild",
-    "NotPrepared": "backends.local.draprepare",
+    "NotPrepared": "dradriver.prepare",
     "KindError": "backends.kind.config",
     "NodeChangeRefused": "backends.kubeconfig.session",
     "NamespaceRefused": "backends.kubeconfig.session",

@@ -27,8 +27,9 @@ import yaml
 
 from .backends.base import Session
 from .errors import GpuLabError
-from .model.names import TERMINAL_PHASES
-from .model.scenario import load_documents, parse_scenario
+from .model.documents import load_documents
+from .model.scenario import parse_scenario
+from .names import TERMINAL_PHASES
 from .sim import scheduler
 from .sim.plugins.defaultpreemption import FOUND, preemption_tie_break
 

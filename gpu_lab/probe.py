@@ -37,6 +37,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from .errors import GpuLabError
+from .gpus.catalog import MODELS, get_model
 
 #: every NVML function this module may call: setup, teardown and Get queries
 READ_ONLY_CALLS = re.compile(r"^nvml(Init(WithFlags)?|Shutdown|(System|Device|GpuInstance)Get\w*)$")
@@ -276,7 +277,6 @@ def catalog_match(name: str, memory_mib: int | None) -> tuple[str | None, str | 
     """The catalog model an NVML name is: ``exact`` when the product label is the
     catalog's, ``closest`` when the model's key (``H100``, ``A100``...) is a word of the
     name and the memory is within 5 % (a PCIe part next to the catalog's SXM one)."""
-    from .gpus.catalog import MODELS, get_model
 
     label = product_label(name)
     try:

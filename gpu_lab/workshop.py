@@ -43,7 +43,7 @@ import pandas as pd
 import yaml
 
 from .errors import GpuLabError, NotFound
-from .model.names import GPU_RESOURCE as GPU
+from .names import GPU_RESOURCE as GPU
 
 WORKSHOP_LABEL = "gpulab.dev/workshop"
 PARTICIPANT_LABEL = "gpulab.dev/participant"
@@ -790,7 +790,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .backends.local.cluster import LocalClusterError
+    from .errors import LocalClusterError
     from .kube import ApiError, KubeconfigError, Unreachable
 
     argv = list(sys.argv[1:] if argv is None else argv)

@@ -108,7 +108,8 @@ def refused_alike(text: str, local) -> None:
     import yaml
 
     from gpu_lab.kube import ApiError
-    from gpu_lab.model.scenario import load_documents, parse_scenario
+    from gpu_lab.model.documents import load_documents
+    from gpu_lab.model.scenario import parse_scenario
 
     with pytest.raises(gpu_lab.GpuLabError) as ours:
         parse_scenario(load_documents(text))

@@ -33,7 +33,7 @@ def test_a_quadratic_step_fails_and_is_named(monkeypatch, capsys):
 
 
 def test_the_bench_file_is_the_workload_as_yaml(tmp_path):
-    from gpu_lab.model.scenario import load_documents
+    from gpu_lab.model.documents import load_documents
 
     path = bench.write_scenario(tmp_path / "b.yaml", 10, 30, seed=1)
     assert load_documents(path) == bench.node_pools(10) + bench.workload(30, 1)

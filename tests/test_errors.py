@@ -44,6 +44,6 @@ def test_the_client_layer_raises_the_same_classes():
     from gpu_lab import kube
 
     assert kube.NotFound is errors.NotFound and kube.ApiError is errors.ApiError
-    from gpu_lab.backends.local.cluster import LocalClusterError
+    from gpu_lab.errors import LocalClusterError
 
     assert LocalClusterError is errors.LocalClusterError

@@ -12,9 +12,9 @@ from collections.abc import Iterable
 from typing import Any
 
 from ..errors import GpuLabError
-from ..model.names import DEVICES_ANNOTATION, POOL_LABEL, TERMINAL_PHASES
 from ..model.nodepool import node_from_manifest
 from ..model.parse import internal_resources, parse_pod
+from ..names import DEVICES_ANNOTATION, POOL_LABEL, TERMINAL_PHASES
 from .tables import NodeRow, PodRow
 
 

@@ -9,14 +9,12 @@ that names the backend and why, never ``AttributeError``.
 from __future__ import annotations
 
 import abc
-import gc
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from ..collector import collector_paused
 from ..errors import GpuLabError, NotSupported
 from ..model.arguments import check_name
 from .description import NodeDescription, describe
@@ -30,23 +28,6 @@ CONTRACT = ("apply", "schedule", "pods", "nodes", "explain", "reset", "describe_
 Source = str | Path | dict | list
 
 
-@contextmanager
-def collector_paused() -> Iterator[None]:
-    """Keep Python's cyclic garbage collector out of a scheduling run or a table build.
-
-    A scheduling run allocates no reference cycles (tests/sim/test_caches.py checks
-    it), so what it frees goes at once by reference counting; anything else is
-    only collected a little later. A collector pass in the middle would re-scan the
-    long-lived cluster objects (every parsed manifest): on 10,000 pods one full
-    pass costs about as much as scheduling 1,000 of them.
-    """
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 

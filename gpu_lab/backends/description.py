@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from ..model.names import TERMINAL_PHASES
 from ..model.quantity import format_quantity
+from ..names import TERMINAL_PHASES
 from .tables import NodeRow, PodRow
 
 # kubectl prints percentages for these (of allocatable); extended resources get a bare count.

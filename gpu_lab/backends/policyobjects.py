@@ -27,14 +27,14 @@ from typing import Any
 
 from ..errors import GpuLabError
 from ..kube import ApiError, KubeClient
+from ..model import creationorder as batch
 from ..model.disruptionbudget import PodView, parse_disruption_budget, status
 from ..model.limitrange import ANNOTATION, parse_limit_range
 from ..model.limitrange import admit as limit_range_admit
-from ..model.names import TERMINAL_PHASES
 from ..model.objects import Pod, compute_pod_requests
 from ..model.parse import Forbidden, internal_resources
 from ..model.resourcequota import Ledger, from_status, matched, parse_resource_quota, used_by
-from . import batch
+from ..names import TERMINAL_PHASES
 
 KINDS = ("PodDisruptionBudget", "ResourceQuota", "LimitRange")
 POLICY_API = "policy/v1"

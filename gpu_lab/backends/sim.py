@@ -21,17 +21,19 @@ import zlib
 
 import pandas as pd
 
+from ..collector import collector_paused
 from ..errors import GpuLabError
 from ..model import arguments as args
+from ..model.documents import load_documents
 from ..model.duration import DURATION_ANNOTATION, parse_duration  # noqa: F401 - tests import them here
 from ..model.objects import Pod
 from ..model.quantity import parse_quantity, value
-from ..model.scenario import load_documents
 from ..sim.cluster import RECORD_CELLS, PodRecord, pod_gpus
 from ..sim.dra import backend as dra
 from ..sim.explain import Explanation, build_explanation
+from ..sim.outcome import Simulation, job_counts, makespan
 from ..sim.runner import Runner
-from .base import Session, Source, collector_paused
+from .base import Session, Source
 from .events import EventRow
 from .tables import NodeRow, PodRow
 
@@ -236,7 +238,6 @@ class SimSession(Session):
     # -------------------------------------------------------- the clock's tables
     def _run_for(self, seconds: float):
         """Run the clock ``seconds`` (the window every total covers); the Simulation."""
-        from ..sim.simulation import Simulation, job_counts, makespan
 
         self._log("run_for", seconds)
         self._sim.tick(seconds)

@@ -35,7 +35,8 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from ..fidelity import Case
+from ..backends.sim import SimSession
+from ..fidelity import Case, run_case
 from ..gpus.catalog import MODELS
 from ..gpus.migparted import predefined_names
 from ..model.scenario import parse_scenario
@@ -86,8 +87,6 @@ def scenario(seed: int) -> Case:
 def _contested(case: Case) -> bool:
     """Whether, on the sim, a preemption comes after a quota refused a controller's pod: the
     victim's quota is then freed while that controller waits to retry."""
-    from ..backends.sim import SimSession  # the sim is only needed for scenarios with a quota
-    from ..fidelity import run_case
 
     sim = SimSession()
     run_case(case, sim)
@@ -296,7 +295,7 @@ def _extras(x: random.Random, nodes, classes: list[dict], workloads: list[dict],
 
 def _ordered_ready_last(batch: list[dict], classes: list[dict]) -> None:
     """An OrderedReady StatefulSet only where no other pod maker of its batch is created after
-    it (backends.batch.creation_order); elsewhere Parallel. Its next pod comes once the one
+    it (model.creationorder.creation_order); elsewhere Parallel. Its next pod comes once the one
     before runs: on a running cluster that is seconds after a batch is created (a kubelet
     starts the container), so the sim queues it after the batch. The local lab's node agents
     report a pod Ready at once, while apply() creates a batch object by object (waiting for
@@ -390,7 +389,7 @@ def _demand(w: dict, key: str) -> int:
 
 def _quota(x: random.Random, classes: list[dict], workloads: list[dict], later: list[dict]) -> list[dict]:
     """A quota the first batch's bare pods fit under (those are created in priority order,
-    then file order, as backends.batch.creation_order has it: every maker created up to the
+    then file order, as model.creationorder.creation_order has it: every maker created up to the
     last bare pod counts), which controllers' pods and later batches may exceed."""
     keys = sorted({f"requests.{r}" for w in workloads + later
                    for r in (_pod_template(w)["spec"]["containers"][0]["resources"].get("limits") or {})})

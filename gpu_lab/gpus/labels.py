@@ -61,8 +61,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import GpuLabError
-from ..model.names import GPU_RESOURCE
+from ..names import GPU_RESOURCE, stable_uid
 from .catalog import GpuModel, get_model
+from .mig import geometry, profiles, validate_layout
 
 MAX_GPUS_PER_NODE = 64  # more than any machine holds (DGX/HGX boards: 8 or 16)
 # The kubelet reads a device plugin's ListAndWatch stream with gRPC's default 4 MiB
@@ -233,7 +234,6 @@ def gfd_labels(
 
 def gpu_uuids(node: str, count: int) -> list[str]:
     """The fake but stable UUIDs of a node's GPUs: the one formula every backend uses."""
-    from ..model.objects import stable_uid
 
     return [f"GPU-{stable_uid(node, str(g))}" for g in range(count)]
 
@@ -253,8 +253,6 @@ def gpu_node_state(
     This is the single place that decides what a GPU node looks like; the
     NodePool expansion and MIG reconfiguration both call it.
     """
-    # Imported here: gpu_lab.model imports this module at import time.
-    from ..model.objects import stable_uid
 
     model = get_model(model)
     if isinstance(count, bool) or not isinstance(count, int) or count < 0:
@@ -383,13 +381,11 @@ def _resource_labels(resource: str, product: str, count: int, share: Sharing | N
 
 
 def _mig_profiles(model: GpuModel):
-    from .mig import profiles
 
     return profiles(model)
 
 
 def _mig_profile(model: GpuModel, name: str):
-    from .mig import geometry
 
     return geometry(model).profile(name)
 
@@ -398,7 +394,6 @@ def _placements(model: GpuModel, count: int, layouts) -> list:
     """Each GPU's MIG placement (None when MIG is off), validated against the geometry."""
     if layouts is None:
         return [None] * count
-    from .mig import validate_layout
 
     layouts = list(layouts)
     if len(layouts) != count:

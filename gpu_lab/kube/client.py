@@ -37,7 +37,7 @@ from kubernetes.client import rest
 
 from gpu_lab.errors import GpuLabError
 
-from ..model.names import MAX_REQUEST_BYTES
+from ..names import MAX_REQUEST_BYTES
 from . import kubeconfig as kc
 from .errors import ApiError, NotFound, Unreachable, api_error
 from .resources import Resource, builtin, discovered

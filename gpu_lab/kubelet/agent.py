@@ -29,8 +29,8 @@ a real API server:
   layout and re-advertises; ``allow_mig_eviction`` lets it evict the pods holding GPUs.
 * **DRA**: the nodes of a NodePool with ``spec.dra`` run NVIDIA's DRA driver instead of a
   device plugin: the agent installs its DeviceClasses and publishes each node's
-  ResourceSlices (``backends.local.resourceslices``); a pod with ResourceClaims is "prepared"
-  as the kubelet and the driver's kubelet plugin do it (``backends.local.draprepare``): its
+  ResourceSlices (``dradriver.resourceslices``); a pod with ResourceClaims is "prepared"
+  as the kubelet and the driver's kubelet plugin do it (``dradriver.prepare``): its
   devices go in the same
   annotations (keyed ``gpu.nvidia.com``, or the extended resource the scheduler's claim
   serves), plus ``gpulab.dev/cdi-devices``; a claim not ready yet gets a
@@ -83,8 +83,9 @@ from typing import Any
 # terminal unless the user asked for them
 os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
 
-from ..backends.local import draprepare as dra
-from ..backends.local import resourceslices as rs
+from ..dradriver import prepare as dra
+from ..dradriver import resourceslices as rs
+from ..dradriver.objects import is_dra
 from ..errors import GpuLabError  # noqa: E402
 from ..kube import (
     AlreadyExists,
@@ -94,9 +95,12 @@ from ..kube import (
     NotFound,
     Unreachable,
 )
-from ..model.names import TERMINAL_PHASES
+from ..model.documents import load_documents
 from ..model.nodepool import MIG_CONFIG_LABEL
 from ..model.objects import Node
+from ..model.scenario import parse_scenario
+from ..names import TERMINAL_PHASES
+from ..processes import start_time
 from . import migmanager
 from . import nodestatus as ns
 from . import podlifecycle as pl
@@ -274,7 +278,6 @@ class NodeAgent:
 
     def write_state(self, ready: bool = True) -> None:
         """Publish this agent's pid, a heartbeat and each plugin's pid and state (atomic)."""
-        from ..backends.local.processes import start_time
 
         nodes = {}
         for sn in self.nodes.values():
@@ -1017,9 +1020,7 @@ class NodeAgent:
 
 def nodes_of(scenario: str | Path) -> list[Node]:
     """The Nodes a scenario file describes (NodePools expanded, Node manifests); its
-    resource.k8s.io objects are the API server's to check (see ``draobjects``)."""
-    from ..backends.local.draobjects import is_dra
-    from ..model.scenario import load_documents, parse_scenario
+    resource.k8s.io objects are the API server's to check (see ``dradriver.objects``)."""
 
     return list(parse_scenario([d for d in load_documents(scenario) if not is_dra(d)]).nodes)
 

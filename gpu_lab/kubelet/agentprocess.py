@@ -22,8 +22,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..backends.local import processes as procs
-from ..errors import GpuLabError
+from .. import processes as procs
+from ..errors import GpuLabError, LocalClusterError
+from .agent import agent_state_files, nodes_of
 
 AGENT = "nodeagent"
 AGENT_MODULE = "gpu_lab.kubelet.agent"
@@ -126,8 +127,6 @@ def _last_line(text: str) -> str:
 def start(lab, scenario: str | Path, timeout: float = 60.0,
           progress: Callable[[str], object] | None = None) -> str:
     """(Re)start the node agent for ``scenario``'s nodes; return its "ready" line."""
-    from ..backends.local.cluster import LocalClusterError
-    from .agent import nodes_of
 
     scenario = str(Path(scenario).absolute())
     stop(lab)
@@ -173,7 +172,6 @@ def start(lab, scenario: str | Path, timeout: float = 60.0,
 
 def agent_states(lab) -> list[dict[str, Any]]:
     """The state files of the lab's node agents: each one's document plus ``path``."""
-    from .agent import agent_state_files
 
     out = []
     for f in agent_state_files(work_dir(lab)):

@@ -20,7 +20,7 @@ evictions for that one config, and the manager evicts once the plugin is stopped
 replacement can land on the old layout; the kubelet evicts them (Failed, reason Evicted).
 
 The layout, devices and labels after the change are the shared model's
-(``gpus.reconfigure``, the simulator's too). The kubelet side keeps the real device
+(``kubelet.reconfigure``, the simulator's too). The kubelet side keeps the real device
 manager's rule: a resource the restarted plugin no longer serves keeps its capacity with
 allocatable 0 until the endpoint's 5-minute grace period ends, then shows 0.
 """
@@ -34,8 +34,8 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from ..errors import GpuLabError
-from ..gpus.reconfigure import eviction_message, reconfigure
 from ..model.nodepool import MIG_CONFIG_LABEL, MIG_STATE_LABEL
+from .reconfigure import eviction_message, reconfigure
 
 if TYPE_CHECKING:
     from ..kube import KubeClient

@@ -6,7 +6,7 @@ A node whose pool the fake device plugin can serve (``advertised_devices`` gives
 exactly the record's devices) gets a plugin process and a ``KubeletServer`` feeding
 its ``DeviceManager`` (whole GPUs, time-slicing, MPS and MIG single/mixed, the pool's
 mig-parted config passed as ``--mig-config``); a NodePool with ``spec.dra`` gets no plugin:
-its GPUs are ResourceSlices (``dra_devices``, see ``backends.local.resourceslices``); otherwise
+its GPUs are ResourceSlices (``dra_devices``, see ``dradriver.resourceslices``); otherwise
 (plain Node manifests listing ``nvidia.com/*`` capacity) the manager holds fixed devices, as the
 simulator's does. Used by :mod:`gpu_lab.kubelet.agent`.
 """
@@ -27,13 +27,14 @@ from pathlib import Path
 
 import yaml
 
-from ..backends.local.resourceslices import DRIVER, PublishedDevice, is_dra_node, published_devices
 from ..deviceplugin.config import DevicePluginConfig, parse_config
 from ..deviceplugin.plugin import KUBELET_SOCKET, MAX_SOCKET_PATH, advertised_devices, socket_name
+from ..dradriver.resourceslices import DRIVER, PublishedDevice, is_dra_node, published_devices
 from ..errors import GpuLabError
 from ..gpus.migparted import resolve
 from ..model.nodepool import MIG_CONFIG_LABEL
-from ..model.objects import Node, stable_uid
+from ..model.objects import Node
+from ..names import stable_uid
 from . import nodestatus as ns
 from .devicemanager import DeviceManager
 from .migmanager import MigOutcome
@@ -187,7 +188,7 @@ class AgentNode:
 
     def repartitioned(self, node: Node) -> None:
         """The MIG manager applied a new layout: ``node`` is the record after it (the shared
-        model's, ``gpus.reconfigure``); the plugin's next start serves its devices. The
+        model's, ``kubelet.reconfigure``); the plugin's next start serves its devices. The
         plugin must be stopped (it is restarted by the caller)."""
         gpu = node.raw["nodePool"]["gpu"]
         layouts = _mig_layouts(gpu["model"], int(gpu["count"]), node.raw["nodePool"].get("mig"))

@@ -21,8 +21,9 @@ import ipaddress
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ..model.objects import Node, stable_uid
+from ..model.objects import Node
 from ..model.quantity import format_quantity
+from ..names import stable_uid
 
 KUBELET_VERSION = "v1.37.2"
 CONTAINER_RUNTIME_VERSION = "gpu-lab://fake"

@@ -20,10 +20,10 @@ from typing import Any
 
 from ..errors import GpuLabError
 from ..model.duration import DURATION_ANNOTATION, parse_duration  # noqa: F401
-from ..model.names import DEVICES_ANNOTATION  # noqa: F401  (the node agent and tests read it here)
 from ..model.objects import ContainerResources, Pod, compute_pod_requests
 from ..model.parse import internal_resources
 from ..model.quantity import QuantityError
+from ..names import DEVICES_ANNOTATION  # noqa: F401  (the node agent and tests read it here)
 
 #: same annotation and Go-duration syntax as the simulator (gpu_lab.backends.sim)
 ENV_ANNOTATION = "gpulab.dev/env"

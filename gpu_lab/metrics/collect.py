@@ -19,8 +19,8 @@ from ..errors import GpuLabError
 from ..gpus.labels import gpu_uuids
 from ..gpus.mig import MEMORY_SLICES
 from ..gpus.pricing import model_of_product
-from ..model.names import GPU_RESOURCE as GPU
-from ..model.objects import stable_uid
+from ..names import GPU_RESOURCE as GPU
+from ..names import stable_uid
 from .annotations import pod_name
 from .records import GpuNode, GpuUse
 

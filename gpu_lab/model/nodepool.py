@@ -74,7 +74,7 @@ node-hour, a number) replaces the catalog price, GPUs x per-GPU price
 nodes advertise no ``nvidia.com/*`` resources (GFD's labels stay) and the GPUs
 are published as ``resource.k8s.io/v1`` ResourceSlices instead (whole GPUs, the
 static MIG devices of ``mig``, or with ``dra: {dynamicMIG: true}`` every MIG
-placement as a partitionable device; see ``gpu_lab.backends.local.resourceslices``).
+placement as a partitionable device; see ``gpu_lab.dradriver.resourceslices``).
 It cannot be combined with ``devicePlugin``, nor ``dynamicMIG`` with ``mig``.
 
 Like the API server, validation reports every error of a pool at once: one
@@ -103,8 +103,8 @@ from ..gpus.labels import (
     parse_sharing,
 )
 from ..gpus.migparted import MigPartedError, resolve
+from ..names import POOL_LABEL
 from .duration import parse_duration
-from .names import POOL_LABEL
 from .objects import TAINT_EFFECTS, Node, Taint, is_extended_resource
 from .quantity import QuantityError, milli_value, parse_quantity, value
 
@@ -592,7 +592,7 @@ class _Pool:
 
     def read_dra(self, dra: Any) -> dict | None:
         """``spec.dra``: NVIDIA's DRA driver publishes the GPUs as ResourceSlices instead of the
-        device plugin advertising ``nvidia.com/*`` (see gpu_lab.backends.local.resourceslices)."""
+        device plugin advertising ``nvidia.com/*`` (see gpu_lab.dradriver.resourceslices)."""
         if dra is None:
             return None
         if not isinstance(dra, dict):

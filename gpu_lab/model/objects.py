@@ -9,13 +9,12 @@ every plugin reads the same facts the same way.
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
 import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
-from .names import DEFAULT_SCHEDULER
+from ..names import DEFAULT_SCHEDULER
 
 # kube-scheduler's stand-ins for a container that states no cpu/memory request
 # (pkg/scheduler/util: DefaultMilliCPURequest, DefaultMemoryRequest); used only
@@ -199,7 +198,3 @@ def compute_pod_requests(pod: Pod) -> None:
     pod.nonzero_cpu, pod.nonzero_memory = nz_cpu, nz_mem
 
 
-def stable_uid(*parts: str) -> str:
-    """A UUID-shaped id derived from names, so runs are reproducible."""
-    h = hashlib.sha1("/".join(parts).encode()).hexdigest()
-    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"

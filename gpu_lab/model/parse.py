@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from ..errors import GpuLabError, InvalidObject
+from ..names import stable_uid
 from . import validation as v
 from .objects import (
     DEFAULT_SCHEDULER,
@@ -25,7 +26,6 @@ from .objects import (
     compute_pod_requests,
     spec_key,
     spec_memo,
-    stable_uid,
 )
 from .quantity import milli_value, value
 

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import GpuLabError, InvalidObject
+from ..names import TERMINAL_PHASES
 from . import validation as v
-from .names import TERMINAL_PHASES
 from .objects import Pod
 from .parse import Forbidden, internal_amount
 from .quantity import format_quantity

@@ -1,6 +1,6 @@
 """Scenarios: multi-document YAML of Kubernetes objects and gpu-lab NodePools.
 
-``load_documents`` reads YAML (a string, a file, or objects already loaded);
+``documents.load_documents`` reads YAML (a string, a file, or objects already loaded);
 ``parse_scenario`` admits every document the way ``kubectl create`` against
 an API server would, and returns validated records. Nothing is half-applied:
 the first problem raises a one-line ``GpuLabError`` before anything returns.
@@ -12,25 +12,26 @@ a scenario may list its pods first.
 from __future__ import annotations
 
 import copy
-import gc
 import json
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from ..errors import GpuLabError, InvalidObject
 from . import validation as v
-from .names import MAX_REQUEST_BYTES
+from .autoscaler import parse_autoscaler
+from .disruptionbudget import parse_disruption_budget
+from .documents import Source, flatten, load_documents
+from .kueue.manifests import parse_kueue
+from .limitrange import parse_limit_range
+from .nodepool import node_from_manifest
 from .objects import Node, Pod
 from .parse import SYSTEM_PRIORITY_CLASSES, Forbidden, NameGenerator, parse_pod
 from .podgroup import KINDS as GANG_KINDS
 from .podgroup import RESOURCES as GANG_RESOURCES
 from .podgroup import PodGroup, parse_pod_group, validate_workload
+from .resourcequota import parse_resource_quota
 from .timing import check_timing
 from .workloads import WORKLOAD_KINDS, expand_workload
-from .yamlread import decode, parse_documents, read_file
-
-Source = str | Path | dict | list
 
 SCHEDULER_CONFIG = ("kubescheduler.config.k8s.io/v1", "KubeSchedulerConfiguration")
 PRIORITY_CLASS = ("scheduling.k8s.io/v1", "PriorityClass")
@@ -85,105 +86,6 @@ class Scenario:
     documents: list[dict] = field(default_factory=list)
 
 
-# ------------------------------------------------------------------ loading
-
-
-def load_documents(src: Source) -> list[dict]:
-    """The documents of a YAML string, a file (``Path`` or path string), a dict or a list of dicts.
-
-    Every scenario is read here (see ``yamlread``): files as kubectl reads them, YAML
-    with libyaml and go-yaml's limits. Nothing to apply is an error, as for kubectl.
-    """
-    if isinstance(src, dict):
-        docs = _flatten([src], "<dict>")
-    elif isinstance(src, (list, tuple)):
-        docs = _flatten(list(src), "<list>")
-    elif isinstance(src, Path) or (isinstance(src, str) and _looks_like_path(src)):
-        docs = _parse_yaml(read_file(src, str(src)), str(src))
-    elif isinstance(src, str):
-        docs = _parse_yaml(src, "<string>")
-    elif isinstance(src, (bytes, bytearray)):
-        docs = _parse_yaml(decode(bytes(src), "<bytes>"), "<bytes>")
-    else:
-        raise GpuLabError(f"cannot read a scenario from {type(src).__name__} "
-                          "(give YAML text, a path, a dict or a list)")
-    if not docs:
-        raise GpuLabError("no objects passed to apply")
-    return docs
-
-
-def _looks_like_path(text: str) -> bool:
-    """One line that is not YAML text: a file name (which then must exist)."""
-    if "\n" in text or not text.strip():
-        return False
-    if text.endswith((".yaml", ".yml", ".json")):
-        return True
-    try:
-        if Path(text).exists():
-            return True
-    except (OSError, ValueError):  # e.g. a one-line manifest longer than a file name may be
-        return False
-    # A mapping or a list on one line has one of these; a bare word is a file name.
-    return not any(c in text for c in ":{}[]\"'#&*|>")
-
-
-def _parse_yaml(text: str, name: str) -> list[dict]:
-    """Every document, each checked against the API server's request limit (as each is sent
-    on its own, whatever the file's size, so a step of the read costs the same per document at
-    every scale). The cyclic garbage collector waits: parsing makes only acyclic dicts and
-    lists, and its passes over a growing heap made a large file's read grow faster than it."""
-    out = []
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        for doc, line, span in parse_documents(text, name):
-            if doc is None:
-                continue
-            if not isinstance(doc, dict):
-                raise GpuLabError(f"error parsing {name}: a document must be a mapping, got "
-                                  f"{type(doc).__name__} (line {line})")
-            small = span is not None and span * JSON_BYTES_PER_CHAR <= MAX_REQUEST_BYTES
-            for d in _flatten([doc], name):
-                if not small:
-                    _check_request_size(d, name)
-                out.append(d)
-    finally:
-        if enabled:
-            gc.enable()
-    return out
-
-
-#: the most JSON bytes one character of YAML text can become (an astral character escaped as
-#: two \uXXXX is 12; a one-letter boolean, a key and its colon stay under it): a document
-#: whose text is under the limit divided by this cannot be over it, and is not measured
-JSON_BYTES_PER_CHAR = 16
-
-
-def _check_request_size(doc: dict, name: str) -> None:
-    """The API server takes at most 3 MiB per request: one object."""
-    size = len(json.dumps(doc, separators=(",", ":"), default=str).encode())
-    if size > MAX_REQUEST_BYTES:
-        meta = _meta(doc)
-        raise GpuLabError(f'error when creating "{name}": Request entity too large: limit is '
-                          f'{MAX_REQUEST_BYTES} ({doc.get("kind")} "{meta.get("name", "")}" is '
-                          f"{size} bytes)")
-
-
-def _flatten(docs: list, name: str) -> list[dict]:
-    """Skip empty documents and unpack ``v1 List`` (what ``kubectl get -o yaml`` prints)."""
-    out = []
-    for doc in docs:
-        if doc is None:
-            continue
-        if not isinstance(doc, dict):
-            raise GpuLabError(f"error parsing {name}: a document must be a mapping, got {type(doc).__name__}")
-        if doc.get("apiVersion") == "v1" and doc.get("kind") == "List":
-            out += _flatten(list(doc.get("items") or []), name)
-        else:
-            out.append(doc)
-    return out
-
-
 # ------------------------------------------------------------------ parsing
 
 
@@ -200,7 +102,7 @@ def parse_scenario(docs: list[dict], *, known_priority_classes: dict[str, dict] 
 
 
 def _parse_scenario(docs, known_priority_classes, first_created, names) -> Scenario:
-    docs = _flatten(list(docs), "<list>")
+    docs = flatten(list(docs), "<list>")
     for doc in docs:
         _check_kind(doc)
     sc = Scenario(documents=docs)
@@ -256,8 +158,6 @@ def _parse_scenario(docs, known_priority_classes, first_created, names) -> Scena
         elif gvk in POLICY_KINDS:
             _policy(sc, doc, seen)
         elif gvk == AUTOSCALER:
-            from ..sim.autoscaler import parse_autoscaler  # the model's own validation
-
             if sc.autoscaler is not None:
                 raise GpuLabError("Autoscaler: a scenario holds at most one (cluster-autoscaler runs once "
                                   "per cluster)")
@@ -291,8 +191,6 @@ def _parse_scenario(docs, known_priority_classes, first_created, names) -> Scena
             created += len(pods)
     check_timing(sc)  # gpu-lab's clock annotations: refused alike on every backend
     if sc.kueue:  # as Kueue's CRDs and webhooks admit them (a Namespace's labels matter to them)
-        from ..sim.kueue import parse_kueue
-
         parse_kueue(sc.kueue + [d for d in docs if _gvk(d) == ("v1", "Namespace")])
     return sc
 
@@ -351,9 +249,6 @@ def _claim(seen: set, kind: str, namespace: str, name: Any) -> None:
 
 def _policy(sc: Scenario, doc: dict, seen: set) -> None:
     """A PodDisruptionBudget, ResourceQuota or LimitRange, validated; the backends enforce them."""
-    from .disruptionbudget import parse_disruption_budget
-    from .limitrange import parse_limit_range
-    from .resourcequota import parse_resource_quota
 
     kind = doc["kind"]
     parse: Any
@@ -367,7 +262,6 @@ def _policy(sc: Scenario, doc: dict, seen: set) -> None:
 
 
 def _node(doc: dict, seen: set) -> Node:
-    from .nodepool import node_from_manifest  # shares the NodePool module's label and taint rules
 
     node = node_from_manifest(doc)
     _claim(seen, "Node", "", node.name)

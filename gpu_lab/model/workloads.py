@@ -18,8 +18,9 @@ import json
 from typing import Any
 
 from ..errors import GpuLabError, InvalidObject
+from ..names import stable_uid
 from . import validation as v
-from .objects import Pod, stable_uid
+from .objects import Pod
 from .parse import NAME_ALPHABET, NameGenerator, parse_pod, template_defaults
 from .selectors import LabelSelector
 

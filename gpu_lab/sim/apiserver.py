@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..backends.base import collector_paused
-from ..backends.batch import pods_in_order
+from ..collector import collector_paused
 from ..errors import GpuLabError
+from ..model.creationorder import pods_in_order
 from ..model.duration import DURATION_ANNOTATION, parse_duration
 from ..model.objects import Pod
 from ..model.scenario import parse_scenario
@@ -133,7 +133,7 @@ class ApiServer:
     @staticmethod
     def _created_now(sc, at_of: dict, now: float) -> list[Pod]:
         """The pods an apply creates at once, in the order every backend creates them
-        (``backends.batch``): the order quota admits them in."""
+        (``model.creationorder``): the order quota admits them in."""
         keys = {p.key for p in sc.pods if at_of.get(p.key, now) <= now}
         for i, record in enumerate(sc.workloads):
             if at_of[("workload", i)] > now:

@@ -1,6 +1,6 @@
 """Changes to the simulated cluster's nodes: join, drain and delete, relabel, cordon.
 
-Relabelling ``nvidia.com/mig.config`` runs NVIDIA's MIG manager (``gpus.reconfigure``):
+Relabelling ``nvidia.com/mig.config`` runs NVIDIA's MIG manager (``kubelet.reconfigure``):
 the GPUs are repartitioned, the pods holding them are evicted (only when asked) and the
 node's device plugin re-advertises what the new layout serves.
 """
@@ -8,7 +8,7 @@ node's device plugin re-advertises what the new layout serves.
 from __future__ import annotations
 
 from ..errors import GpuLabError
-from ..gpus.reconfigure import eviction_message, failure, reconfigure
+from ..kubelet.reconfigure import eviction_message, failure, reconfigure
 from ..model.nodepool import MIG_CONFIG_LABEL
 from ..model.objects import Node
 from .binder import Binder

@@ -10,7 +10,7 @@ reported to the ``Recorder`` whenever the clock moves.
 
 from __future__ import annotations
 
-from ..backends.base import collector_paused
+from ..collector import collector_paused
 from ..gpus.pricing import node_price_per_hour, physical_gpus
 from .apiserver import ApiServer
 from .binder import Binder

@@ -10,7 +10,7 @@ GangScheduling holds them, with their nodes reserved, until the gang is complete
 
 from __future__ import annotations
 
-from ..model.objects import stable_uid
+from ..names import stable_uid
 from .binder import Binder
 from .cluster import Cluster, PodRecord
 from .events import SCHEDULED, truncate

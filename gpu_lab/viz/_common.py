@@ -9,7 +9,7 @@ import altair as alt
 import pandas as pd
 
 from ..errors import GpuLabError
-from ..model.names import TERMINAL_PHASES
+from ..names import TERMINAL_PHASES
 
 GPU_PREFIX = "nvidia.com/"
 FREE = "free"

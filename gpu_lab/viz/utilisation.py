@@ -14,6 +14,7 @@ import altair as alt
 import pandas as pd
 
 from ..errors import GpuLabError
+from ..metrics.utilisation import waste
 from ._common import FREE_COLOUR, POD_COLOURS, make_title, pod_label, text_chart
 
 USED, WASTED, UNKNOWN = "used", "wasted", "utilisation not declared"
@@ -25,7 +26,6 @@ NEEDS = ("namespace", "pod", "gpu_hours_requested", "gpu_hours_used")
 
 
 def _table(data: Any) -> pd.DataFrame:
-    from ..metrics.utilisation import waste
 
     if isinstance(data, pd.DataFrame):
         missing = [c for c in NEEDS if c not in data.columns]

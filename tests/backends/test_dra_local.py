@@ -23,12 +23,12 @@ import pytest
 import yaml
 from realcluster import shared_lab
 
-from gpu_lab.backends.local import resourceslices as rs
 from gpu_lab.backends.local.components import APISERVER, CONTROLLER_MANAGER, SCHEDULER
+from gpu_lab.dradriver import resourceslices as rs
 from gpu_lab.gpus.labels import gpu_uuids
 from gpu_lab.gpus.mig import geometry, is_valid_layout
 from gpu_lab.kube import ApiError
-from gpu_lab.model.scenario import load_documents
+from gpu_lab.model.documents import load_documents
 
 pytestmark = pytest.mark.controlplane
 DRA = Path(__file__).parent / "dra"

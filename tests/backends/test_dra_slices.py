@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from gpu_lab.backends.local import draprepare as dra
-from gpu_lab.backends.local import resourceslices as rs
+from gpu_lab.dradriver import prepare as dra
+from gpu_lab.dradriver import resourceslices as rs
 from gpu_lab.gpus.labels import gpu_uuids
 from gpu_lab.model.nodepool import InvalidNodePool, expand_node_pool
 

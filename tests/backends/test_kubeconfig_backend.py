@@ -519,7 +519,8 @@ def test_a_daemonsets_expected_pods_come_from_the_clusters_real_nodes(tolerate_a
     # A kind cluster: the control-plane node is tainted NoSchedule, so the DaemonSet
     # controller makes no pod for it unless the template tolerates the taint.
     from gpu_lab.backends.podsets import PodSets
-    from gpu_lab.model.scenario import load_documents, parse_scenario
+    from gpu_lab.model.documents import load_documents
+    from gpu_lab.model.scenario import parse_scenario
 
     tolerations = "\n      tolerations: [{operator: Exists}]" if tolerate_all else ""
     sc = parse_scenario(load_documents(
@@ -545,7 +546,8 @@ def test_a_pod_set_whose_create_was_refused_is_settled():
     # A quota refused the DaemonSet's pod for lab-worker2: its controller reported
     # FailedCreate on the DaemonSet (this one, by uid) and waits for something to change.
     from gpu_lab.backends.podsets import PodSets
-    from gpu_lab.model.scenario import load_documents, parse_scenario
+    from gpu_lab.model.documents import load_documents
+    from gpu_lab.model.scenario import parse_scenario
 
     sc = parse_scenario(load_documents(
         "apiVersion: apps/v1\nkind: DaemonSet\nmetadata: {name: probe, namespace: gpu-lab}\nspec:\n"

@@ -18,8 +18,8 @@ import pytest
 import yaml
 from realcluster import require_kueue
 
+from gpu_lab import processes as procs
 from gpu_lab.backends.local import kueue, kueuebuild
-from gpu_lab.backends.local import processes as procs
 from gpu_lab.backends.local.cluster import LocalCluster
 from gpu_lab.backends.local.kueuescenario import KueueRun, read_outcomes
 from gpu_lab.errors import GpuLabError

@@ -26,10 +26,10 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from realcluster import require_controlplane
 
+from gpu_lab import processes as procs
 from gpu_lab.backends.local import certs, labdir
 from gpu_lab.backends.local import cluster as cl
 from gpu_lab.backends.local import ports as portlib
-from gpu_lab.backends.local import processes as procs
 from gpu_lab.backends.local.build import DEFAULT_VERSION
 from gpu_lab.backends.local.cli import main as cli_main
 from gpu_lab.kube import ApiError, KubeClient, NotFound

@@ -19,10 +19,10 @@ from pathlib import Path
 import pytest
 from realcluster import require_controlplane
 
-from gpu_lab.backends.local import processes as procs
+from gpu_lab import processes as procs
 from gpu_lab.backends.local.cli import main as local_main
-from gpu_lab.backends.local.cluster import LocalCluster, LocalClusterError
-from gpu_lab.errors import GpuLabError
+from gpu_lab.backends.local.cluster import LocalCluster
+from gpu_lab.errors import GpuLabError, LocalClusterError
 from gpu_lab.kube import ApiError, Credentials, KubeClient
 from gpu_lab.kubelet import agentprocess
 

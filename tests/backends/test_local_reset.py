@@ -17,7 +17,7 @@ import pytest
 from realcluster import shared_lab
 
 import gpu_lab
-from gpu_lab.backends.local import processes as procs
+from gpu_lab import processes as procs
 from gpu_lab.kube import ApiError
 from gpu_lab.kubelet import agentprocess
 from gpu_lab.kubelet.agent import _not_ours

@@ -1,6 +1,6 @@
 """The node agent's MIG manager on the real control plane: relabelling a node's
 ``nvidia.com/mig.config`` repartitions its GPUs as on the simulator (the same model,
-``gpus.reconfigure``), with the state labels NVIDIA's MIG manager writes and the real
+``kubelet.reconfigure``), with the state labels NVIDIA's MIG manager writes and the real
 kubelet's device-manager rule for the resources the restarted plugin stops serving.
 
 The first tests need no cluster; the rest share one private lab (skipped without the

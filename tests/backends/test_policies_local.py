@@ -16,7 +16,7 @@ from realcluster import refused_alike, shared_lab
 import gpu_lab
 from gpu_lab.backends import policyobjects
 from gpu_lab.kube import ApiError
-from gpu_lab.model.scenario import load_documents
+from gpu_lab.model.documents import load_documents
 
 BAD = [
     """

@@ -11,8 +11,9 @@ import yaml
 
 import gpu_lab
 from gpu_lab.model import yamlread
+from gpu_lab.model.documents import load_documents
 from gpu_lab.model.parse import NAME_ALPHABET, NameGenerator
-from gpu_lab.model.scenario import MAX_PODS, load_documents, parse_scenario
+from gpu_lab.model.scenario import MAX_PODS, parse_scenario
 
 NODE = """
 apiVersion: v1
@@ -264,7 +265,7 @@ def test_a_documents_json_is_at_most_json_bytes_per_char_times_its_text(text):
     # the read measures a document's JSON only where its text could reach the request limit
     import json
 
-    from gpu_lab.model.scenario import JSON_BYTES_PER_CHAR
+    from gpu_lab.model.documents import JSON_BYTES_PER_CHAR
 
     (doc, _, span), = yamlread.parse_documents(text, "t.yaml")
     size = len(json.dumps(doc, separators=(",", ":"), default=str).encode())

@@ -29,7 +29,7 @@ from realcluster import shared_lab
 
 import gpu_lab
 from gpu_lab.errors import GpuLabError
-from gpu_lab.model.scenario import load_documents
+from gpu_lab.model.documents import load_documents
 from gpu_lab.sim.dra.state import dra_state
 
 DRA = Path(__file__).parents[1] / "backends" / "dra"

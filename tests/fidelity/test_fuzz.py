@@ -20,11 +20,11 @@ import yaml
 from realcluster import shared_lab
 
 import gpu_lab
-from gpu_lab.backends.batch import POD_MAKERS, creation_order
 from gpu_lab.fidelity import Case, _refusal, run_case
 from gpu_lab.fuzz import known_differences, run_seed, scenario, scenario_text
 from gpu_lab.fuzz.compare import affinity_groups, guarded_groups
 from gpu_lab.fuzz.generate import MAX_NODES, MAX_PODS, _contested
+from gpu_lab.model.creationorder import POD_MAKERS, creation_order
 from gpu_lab.model.scenario import parse_scenario
 
 #: seeds that agreed on sim and local, with no known difference, in two runs after the generator

@@ -7,7 +7,7 @@ from gpu_lab.gpus.catalog import MODELS
 from gpu_lab.gpus.labels import Sharing, gfd_labels, gpu_node_state, parse_sharing
 from gpu_lab.gpus.mig import validate_layout
 from gpu_lab.gpus.migparted import resolve
-from gpu_lab.model.objects import stable_uid
+from gpu_lab.names import stable_uid
 
 T4_WHOLE = {
     "nvidia.com/gpu.present": "true",

@@ -6,7 +6,7 @@ import pytest
 import yaml
 
 from gpu_lab.errors import GpuLabError
-from gpu_lab.gpus.reconfigure import STATES, reconfigure
+from gpu_lab.kubelet.reconfigure import STATES, reconfigure
 from gpu_lab.model.nodepool import expand_node_pool, node_from_manifest
 
 POOL = yaml.safe_load("""

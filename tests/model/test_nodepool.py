@@ -6,8 +6,9 @@ import yaml
 
 from gpu_lab.errors import GpuLabError, InvalidObject
 from gpu_lab.model.nodepool import InvalidNodePool, expand_node_pool, node_from_manifest
-from gpu_lab.model.objects import Taint, stable_uid
+from gpu_lab.model.objects import Taint
 from gpu_lab.model.quantity import QUANTITY_PATTERN
+from gpu_lab.names import stable_uid
 
 H100_POOL = yaml.safe_load("""
 apiVersion: gpulab.dev/v1alpha1

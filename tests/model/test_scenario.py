@@ -6,8 +6,9 @@ import pytest
 import yaml
 
 from gpu_lab.errors import GpuLabError
+from gpu_lab.model.documents import load_documents
 from gpu_lab.model.objects import Node, Pod
-from gpu_lab.model.scenario import Scenario, load_documents, load_scenario, parse_scenario
+from gpu_lab.model.scenario import Scenario, load_scenario, parse_scenario
 
 POD = """apiVersion: v1
 kind: Pod

@@ -6,9 +6,9 @@ import pytest
 import yaml
 
 from gpu_lab.errors import InvalidObject
-from gpu_lab.model.objects import stable_uid
 from gpu_lab.model.parse import NAME_ALPHABET, Forbidden
 from gpu_lab.model.workloads import expand_workload, pod_template_hash
+from gpu_lab.names import stable_uid
 
 CHARS = f"[{NAME_ALPHABET}]"
 

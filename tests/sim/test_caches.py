@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 from simkit import ctx, node, pod, snapshot
 
 import gpu_lab
-from gpu_lab.backends.base import collector_paused
 from gpu_lab.bench import node_pools, workload
+from gpu_lab.collector import collector_paused
 from gpu_lab.model.parse import parse_pod
 from gpu_lab.sim import cache as cache_module
 from gpu_lab.sim.scheduler import Scheduler, feasible_window

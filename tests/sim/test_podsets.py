@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 import gpu_lab
+from gpu_lab.model.documents import load_documents
 from gpu_lab.model.objects import Pod
-from gpu_lab.model.scenario import load_documents, parse_scenario
+from gpu_lab.model.scenario import parse_scenario
 from gpu_lab.sim.defaultselector import Listers
 
 NODES = """

@@ -52,7 +52,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ... import __version__
+from ...names import VERSION
 from ..local import build as cpbuild
 from .config import KIND_RELEASE, KindError
 from .manifests import IMAGE as PLUGIN_IMAGE
@@ -581,7 +581,7 @@ def build_plugin_image(repo: Path, progress: Progress, force: bool = False) -> N
     if not force and docker_image_inputs(PLUGIN_IMAGE) == inputs:
         progress(f"{PLUGIN_IMAGE}: up to date")
         return
-    progress(f"image {PLUGIN_IMAGE} (gpu-lab {__version__} and {len(reqs)} dependencies)")
+    progress(f"image {PLUGIN_IMAGE} (gpu-lab {VERSION} and {len(reqs)} dependencies)")
     with tempfile.TemporaryDirectory(dir=work_dir()) as d:
         ctx = Path(d)
         pip = [sys.executable, "-m", "pip", "install", "--quiet", "--no-compile",

@@ -30,15 +30,15 @@ from typing import Any
 
 import yaml
 
-from ... import __version__
 from ...deviceplugin.plugin import DEFAULT_PLUGIN_DIR
 from ...model.nodepool import MIG_CONFIG_LABEL, POOL_LABEL
 from ...model.objects import Taint
+from ...names import VERSION
 from .config import Worker
 
 NAMESPACE = "gpu-lab-system"
 IMAGE_REPOSITORY = "gpu-lab/fake-device-plugin"
-IMAGE = f"{IMAGE_REPOSITORY}:{__version__}"
+IMAGE = f"{IMAGE_REPOSITORY}:{VERSION}"
 APP = "gpu-lab-device-plugin"
 CONFIG_MAP = "gpu-lab-device-plugin-configs"
 MIG_PARTED_CONFIG_MAP = "gpu-lab-mig-parted-config"

@@ -40,7 +40,7 @@ from typing import Any
 from ...deviceplugin.deviceids import VISIBLE_DEVICES
 from ...errors import GpuLabError
 from ...kube import KubeClient, NotFound
-from ...model.scenario import load_documents
+from ...model.documents import load_documents
 from ..apiobjects import pod_row
 from ..base import Source
 from ..kubeconfig import MANAGED_LABEL

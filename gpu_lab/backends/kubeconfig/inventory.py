@@ -32,7 +32,7 @@ import pandas as pd
 from ...errors import GpuLabError
 from ...gpus.catalog import get_model
 from ...kube import ApiError, KubeClient
-from ...model.names import GPU_RESOURCE
+from ...names import GPU_RESOURCE
 from ..apiobjects import condition, node_row, requested_by_node
 from ..tables import NodeRow, nodes_frame
 from . import OWNED_LABEL

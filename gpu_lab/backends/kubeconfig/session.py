@@ -42,11 +42,13 @@ import pandas as pd
 
 from ...errors import GpuLabError
 from ...kube import ApiError, KubeClient, NotFound
-from ...model.names import SYSTEM_NAMESPACES, TERMINAL_PHASES
-from ...model.scenario import load_documents, parse_scenario
+from ...model import creationorder as batch
+from ...model.documents import load_documents
+from ...model.scenario import parse_scenario
 from ...model.validation import is_dns1123_label
+from ...names import SYSTEM_NAMESPACES, TERMINAL_PHASES
 from ...sim.explain import Explanation
-from .. import batch, podsets, policyobjects
+from .. import podsets, policyobjects
 from ..account import scheduler_account
 from ..apiobjects import condition, node_rows, pod_row
 from ..base import Session, Source

@@ -23,9 +23,10 @@ from pathlib import Path
 
 from gpu_lab.errors import GpuLabError
 
+from ...errors import LocalClusterError
 from ...kube import Unreachable
 from ...kubelet import agentprocess
-from .cluster import LocalCluster, LocalClusterError
+from .cluster import LocalCluster
 from .components import ALIASES, COMPONENTS, PLUGIN_PREFIX
 
 BACKENDS = ("local", "kind")
@@ -66,7 +67,7 @@ def start_agent(lab: LocalCluster, scenario: str, progress=_progress, timeout: f
     """Run the node agent for a scenario's nodes as a process that outlives this command,
     then create the scenario's other objects through the API server."""
     from ...kube import AlreadyExists
-    from ...model.scenario import load_documents
+    from ...model.documents import load_documents
 
     agentprocess.start(lab, scenario, timeout=timeout, progress=progress)
     others = [d for d in load_documents(scenario) if d.get("kind") not in ("Node", "NodePool")]

@@ -29,9 +29,9 @@ from typing import Any
 
 from gpu_lab.errors import LocalClusterError
 
+from ... import processes as procs
 from ...kubelet import agentprocess
 from . import flags, schedulerconfig, supervisor
-from . import processes as procs
 from .certs import KUBERNETES_SERVICE_IP
 from .components import (
     APISERVER,

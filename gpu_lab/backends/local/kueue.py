@@ -64,11 +64,13 @@ import yaml
 
 from gpu_lab.errors import GpuLabError
 
+from ... import processes as procs
+from ...errors import LocalClusterError
 from ...kube import ApiError, KubeClient, NotFound, Unreachable
+from ...model.duration import parse_duration
 from . import kueuebuild
 from . import ports as portlib
-from . import processes as procs
-from .cluster import LocalCluster, LocalClusterError
+from .cluster import LocalCluster
 from .components import HOST, ComponentStatus
 
 NAME = "kueue"
@@ -101,7 +103,6 @@ class KueueSettings:
     feature_gates: dict[str, bool] = field(default_factory=dict)
 
     def __post_init__(self):
-        from ...model.duration import parse_duration
 
         what = "waitForPodsReady.timeout"
         if parse_duration(self.pods_ready_timeout, what) <= 0:

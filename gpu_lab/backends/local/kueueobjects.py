@@ -34,7 +34,7 @@ from typing import Any
 from ...errors import GpuLabError
 from ...kube import ApiError, KubeClient
 from ...model.duration import go_duration_string
-from ...sim.kueue.configuration import parse_configuration, parse_go_duration
+from ...model.kueue.configuration import parse_configuration, parse_go_duration
 from ..apiobjects import condition
 from .cluster import LocalCluster
 from .kueue import API_GROUP, API_VERSION, enabled, settings

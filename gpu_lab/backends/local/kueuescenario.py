@@ -33,9 +33,11 @@ import pandas as pd
 from gpu_lab.errors import GpuLabError
 
 from ...kube import ApiError, KubeClient, NotFound
+from ...kubelet.agent import NodeAgent
+from ...model.documents import load_documents
 from ...model.duration import SUBMIT_AT_ANNOTATION, parse_duration
-from ...model.names import QUEUE_LABEL
-from ...model.scenario import load_documents, parse_scenario
+from ...model.scenario import parse_scenario
+from ...names import QUEUE_LABEL
 from ..apiobjects import condition
 from .cluster import LocalCluster
 from .kueue import API_GROUP, API_VERSION, check
@@ -243,7 +245,6 @@ class KueueRun:
         return self
 
     def _start_nodes(self, docs: list[dict]) -> None:
-        from ...kubelet.agent import NodeAgent
 
         sc = parse_scenario(docs)
         self.agent = NodeAgent(self.client, sc.nodes, self.lab.dir / "nodes")

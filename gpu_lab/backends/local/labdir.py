@@ -30,7 +30,7 @@ from typing import Any
 
 from gpu_lab.errors import LocalClusterError
 
-from . import processes as procs
+from ... import processes as procs
 from .build import DEFAULT_VERSION, find_binaries
 from .certs import Pki
 from .components import APISERVER, COMPONENTS, HOST, canonical

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ...model.names import DEFAULT_SCHEDULER
+from ...names import DEFAULT_SCHEDULER
 from ...sim.explain import NOT_EVALUATED, Explanation, batched_note
 from ..account import ONLY_THE_SIM_HAS_TABLES
 

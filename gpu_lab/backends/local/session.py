@@ -18,27 +18,31 @@ from typing import Any
 
 import pandas as pd
 
+from ...dradriver import objects as draobjects
 from ...errors import GpuLabError
-from ...gpus.reconfigure import failure as reconfigure_failure
-from ...gpus.reconfigure import reconfigure
 from ...kube import ApiError
 from ...kubelet import agentprocess
+from ...kubelet.agent import NodeAgent, stop_running
+from ...kubelet.reconfigure import failure as reconfigure_failure
+from ...kubelet.reconfigure import reconfigure
 from ...model import arguments as args
-from ...model.names import SYSTEM_NAMESPACES
-from ...model.names import TERMINAL_PHASES as _TERMINAL
+from ...model import creationorder as batch
+from ...model.documents import load_documents
 from ...model.nodepool import MIG_CONFIG_LABEL, MIG_STATE_LABEL
 from ...model.podgroup import API_VERSION as POD_GROUP_API
-from ...model.scenario import load_documents, parse_scenario
+from ...model.scenario import parse_scenario
+from ...names import SYSTEM_NAMESPACES
+from ...names import TERMINAL_PHASES as _TERMINAL
 from ...sim.explain import Explanation
 from ...sim.profile import load_scheduler_config
-from .. import batch, policyobjects
+from .. import policyobjects
 from ..account import scheduler_account
 from ..apiobjects import condition, node_rows, pod_row
 from ..base import Session, Source
 from ..events import EventRow, event_row
 from ..tables import NodeRow, PodRow
 from ..waiting import wait_settled
-from . import draobjects, jobtable, kueueobjects, podsets, schedulerlog
+from . import jobtable, kueueobjects, podsets, schedulerlog
 from .cluster import LocalCluster
 from .components import SCHEDULER
 from .kueue import enabled as kueue_enabled
@@ -227,7 +231,6 @@ class LocalSession(Session):
                 time.sleep(0.2)
 
     def _start_nodes(self, nodes) -> list[str]:
-        from ...kubelet.agent import NodeAgent
 
         work = self.cluster.dir / "nodes"
         agent = NodeAgent(self.client, nodes, work)
@@ -411,7 +414,7 @@ class LocalSession(Session):
         a GPU Operator node: the GPUs are repartitioned, the device plugin restarts and
         re-advertises, and this waits until ``nvidia.com/mig.config.state`` says success.
         Refused while pods hold the node's GPUs unless ``evict`` (in the sim's words, from
-        the same model, ``gpus.reconfigure``)."""
+        the same model, ``kubelet.reconfigure``)."""
         args.check_name(node, "label_node")
         labels = args.check_labels(node, labels)
         args.check_bool(evict, "label_node", "evict")
@@ -527,7 +530,6 @@ class LocalSession(Session):
         No node agent of the lab plays a node afterwards (this process's are stopped, other
         processes' let go once the Nodes are deleted): a scenario may reuse the names.
         """
-        from ...kubelet.agent import stop_running
 
         for agent in self.agents:
             agent.stop()

@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING
 
 from gpu_lab.errors import LocalClusterError
 
+from ... import processes as procs
 from ...kubelet import agentprocess
 from . import flags, schedulerconfig
 from . import ports as portlib
-from . import processes as procs
 from .certs import ensure_pki
 from .components import (
     APISERVER,

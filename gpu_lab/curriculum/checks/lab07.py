@@ -19,7 +19,10 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from ... import connect
+from ...gpus import get_model
 from ...model.duration import parse_duration
+from ...simulation import simulate
 from .feedback import Checklist, Feedback
 from .manifests import read_manifests
 
@@ -225,7 +228,6 @@ def kueue_notes(submission: Any) -> list[str]:
 # ------------------------------------------------------------------ running it
 def run(submission: Any, until: str = HORIZON):
     """Simulate the cluster and the submission: a ``gpu_lab.Simulation``."""
-    from ...sim.simulation import simulate
 
     return simulate([*documents(CLUSTER), *documents(submission)], until=until)
 
@@ -294,7 +296,6 @@ def _deadlock_note(sim, stuck: list[Work]) -> str:
 def pending_messages(submission: Any, until: str = HORIZON) -> dict[str, str]:
     """The scheduler's message for one pending pod of each Job still waiting at ``until``
     (``namespace/job`` -> message), read from a session run as long as the checks run."""
-    from ... import connect
 
     lab = connect("sim", seed=0)
     try:
@@ -375,7 +376,6 @@ def check_no_stranded(submission: Any, max_gpu_hours: float = 0.0) -> Feedback:
 
 
 def _price_per_gpu_hour() -> float:
-    from ...gpus import get_model
 
     try:
         return float(get_model("A100-80GB").price_per_hour)

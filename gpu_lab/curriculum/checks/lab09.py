@@ -19,8 +19,12 @@ from typing import Any
 
 import pandas as pd
 
+from ...dradriver.resourceslices import published_devices
 from ...errors import GpuLabError
+from ...gpus import get_model
+from ...gpus.mig import geometry
 from ...model.quantity import parse_quantity
+from ...model.scenario import load_scenario
 from .feedback import Checklist
 from .manifests import read_manifests
 
@@ -101,10 +105,6 @@ class Device:
 
 
 def _devices() -> dict[str, Device]:
-    from ...backends.local.resourceslices import published_devices
-    from ...gpus import get_model
-    from ...gpus.mig import geometry
-    from ...model.scenario import load_scenario
 
     out: dict[str, Device] = {}
     for node in load_scenario(CLUSTER).nodes:
@@ -242,8 +242,6 @@ def check_tensor_parallel(submission: Any):
 
 def check_no_whole_h100(submission: Any):
     """No service that fits a 3g.40gb slice holds a whole H100."""
-    from ...gpus import get_model
-    from ...gpus.mig import geometry
 
     slice_mib = geometry(get_model("H100-80GB")).profile(SLICE_PROFILE).memory_mib
     c, pods = _service_rows(submission)

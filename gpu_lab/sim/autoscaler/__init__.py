@@ -61,12 +61,12 @@ in kube-system, or annotated ``cluster-autoscaler.kubernetes.io/safe-to-evict: "
 
 from __future__ import annotations
 
+from ...model.autoscaler import AutoscalerSpec, parse_autoscaler
 from .actions import Action, Cordon, Event, ScaleDown, ScaleUp
 from .adapter import node_group, node_state, pod_state
 from .autoscaler import Autoscaler
 from .cost import Cost, NodeLifetime, node_cost, pool_price_per_hour
 from .scaledown import NodeStatus
-from .spec import AutoscalerSpec, parse_autoscaler
 from .state import GPU_RESOURCE, NodeGroup, NodeState, PodState, Utilization, utilization
 
 __all__ = [

@@ -7,13 +7,13 @@ import re
 from collections.abc import Iterable, Sequence
 
 from ...errors import GpuLabError
+from ...model.autoscaler import AutoscalerSpec
 from .actions import Action, Event, ScaleDown, ScaleUp
 from .consolidation import Consolidator
 from .estimator import Fits
 from .removal import CallbackSimulation, RemovalSimulation, Reschedule, ResourceSimulation
 from .scaledown import NodeStatus, ScaleDownPlanner
 from .scaleup import Upcoming, plan_scale_up
-from .spec import AutoscalerSpec
 from .state import NodeGroup, NodeState, PodState
 from .templates import DaemonPods, TemplateProvider, no_daemon_pods
 

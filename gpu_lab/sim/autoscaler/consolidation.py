@@ -28,12 +28,12 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from ...model.autoscaler import AutoscalerSpec
 from .actions import Cordon, Event, ScaleDown, ScaleUp
 from .drain import DO_NOT_DISRUPT, karpenter_blocker
 from .estimator import Fits, shortfall, take, template_reason
 from .removal import RemovalSimulation
 from .scaledown import NodeStatus
-from .spec import AutoscalerSpec
 from .state import NodeGroup, NodeState
 
 

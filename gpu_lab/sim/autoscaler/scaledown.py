@@ -33,10 +33,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from ...model.autoscaler import AutoscalerSpec
 from .actions import Event, ScaleDown
 from .drain import SCALE_DOWN_DISABLED, pods_to_move
 from .removal import RemovalSimulation
-from .spec import AutoscalerSpec
 from .state import NodeGroup, NodeState, PodState, Utilization, utilization
 
 STATUS = "ConfigMap kube-system/cluster-autoscaler-status"

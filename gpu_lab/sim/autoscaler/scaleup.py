@@ -20,10 +20,10 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from ...model.autoscaler import AutoscalerSpec
 from .actions import Event, ScaleUp
 from .estimator import Estimate, Fits, estimate, fresh
 from .expander import choose
-from .spec import AutoscalerSpec
 from .state import NodeGroup, PodState
 
 MAX_GROUP = "max node group size reached"  # CA's MaxLimitReachedReason

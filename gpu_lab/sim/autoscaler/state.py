@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...model.names import GPU_RESOURCE
+from ...names import GPU_RESOURCE
 
 DEFAULT_PROVISIONING_DELAY = 300.0  # seconds; gpu_lab.model.nodepool.DEFAULT_PROVISIONING_DELAY says why
 

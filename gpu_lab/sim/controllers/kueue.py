@@ -20,7 +20,7 @@ from __future__ import annotations
 import copy
 
 from ...errors import GpuLabError
-from ...model.names import QUEUE_LABEL
+from ...names import QUEUE_LABEL
 from ..kueue import Admit, Evict, Kueue, Pending, job_workload, parse_kueue
 from .base import Cluster, Controller
 from .job import JobController

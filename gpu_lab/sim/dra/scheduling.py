@@ -24,7 +24,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ...model.objects import Node, Pod, stable_uid
+from ...model.objects import Node, Pod
+from ...names import stable_uid
 from .allocator import Allocator, AllocatorError, FailedOnNode
 from .bridge import is_dra_extended_name, requests_and_mappings
 from .objects import (

@@ -3,7 +3,7 @@
 ``DraState`` holds DeviceClasses, ResourceClaimTemplates, ResourceClaims (with their
 ``status.allocation`` and ``reservedFor``), DeviceTaintRules and ResourceSlices: the ones a
 scenario applies and the ones NVIDIA's driver publishes for every NodePool with
-``spec.dra`` (built by ``gpu_lab.backends.local.resourceslices``, the same function the
+``spec.dra`` (built by ``gpu_lab.dradriver.resourceslices``, the same function the
 local backend's node agent uses, so both backends see the same devices in the same
 order; NVIDIA's ``gpu.nvidia.com`` and ``mig.nvidia.com`` DeviceClasses come with the
 first such node). One state belongs to one scheduling ``Snapshot`` (``dra_state``).
@@ -23,15 +23,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ...backends.local.resourceslices import (
+from ...dradriver.resourceslices import (
     device_classes,
     is_dra_node,
     published_devices,
     resource_slices,
 )
 from ...errors import GpuLabError
-from ...model.objects import Node, Pod, stable_uid
+from ...model.objects import Node, Pod
 from ...model.parse import NameGenerator
+from ...names import stable_uid
 from ..controllers.base import Controller
 from . import validation
 from .objects import (

@@ -66,10 +66,8 @@ LimitRanges, the scheduler's jitter and its 1-second timestamp resolution (ties 
 broken by submission order where Kueue compares UIDs).
 """
 
-from .decisions import Admit, Decision, Evict, Pending
-from .kueue import Kueue
-from .manifests import parse_kueue
-from .objects import (
+from ...model.kueue.manifests import parse_kueue
+from ...model.kueue.objects import (
     ClusterQueue,
     KueueConfig,
     LocalQueue,
@@ -77,6 +75,8 @@ from .objects import (
     WaitForPodsReady,
     WorkloadPriorityClass,
 )
+from .decisions import Admit, Decision, Evict, Pending
+from .kueue import Kueue
 from .workload import WorkloadSpec, job_workload, workload_name
 
 __all__ = [

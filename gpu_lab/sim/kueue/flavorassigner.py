@@ -20,10 +20,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ...model.objects import Taint
-from ...model.selectors import Requirement
-from . import messages as m
-from .objects import (
+from ...model.kueue.objects import (
     NEVER,
     PREEMPTION_OVER_BORROWING,
     TRY_NEXT_FLAVOR,
@@ -32,8 +29,11 @@ from .objects import (
     ResourceFlavor,
     ResourceGroup,
 )
+from ...model.kueue.quantities import quantity_string
+from ...model.objects import Taint
+from ...model.selectors import Requirement
+from . import messages as m
 from .preemption import NO_CANDIDATES, PREEMPT
-from .quantities import quantity_string
 from .quota import FR, Snapshot, available, potential_available
 from .workload import Workload
 

@@ -14,13 +14,13 @@ import math
 from typing import Any
 
 from ...errors import GpuLabError
+from ...model.kueue.objects import EVICTION_TIMESTAMP, STOP_NONE, ClusterQueue, KueueConfig
+from ...model.kueue.quantities import quantity_string
 from . import messages as m
 from . import preemption
 from . import scheduler as sched
 from .decisions import Admit, Decision, Evict, Pending
 from .flavorassigner import Assignment
-from .objects import EVICTION_TIMESTAMP, STOP_NONE, ClusterQueue, KueueConfig
-from .quantities import quantity_string
 from .queue import Queue
 from .quota import Snapshot
 from .workload import Admission, Workload, WorkloadSpec

@@ -18,8 +18,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from ...model.kueue.objects import (
+    ANY,
+    LOWER_OR_NEWER_EQUAL_PRIORITY,
+    LOWER_PRIORITY,
+    NEVER,
+    ClusterQueue,
+)
 from . import messages as m
-from .objects import ANY, LOWER_OR_NEWER_EQUAL_PRIORITY, LOWER_PRIORITY, NEVER, ClusterQueue
 from .quota import FR, Snapshot, available
 from .workload import Workload
 

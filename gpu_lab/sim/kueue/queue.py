@@ -19,8 +19,8 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Iterator
 
+from ...model.kueue.objects import STRICT_FIFO, ClusterQueue
 from . import messages as m
-from .objects import STRICT_FIFO, ClusterQueue
 from .workload import Workload
 
 # pkg/cache/queue RequeueReason

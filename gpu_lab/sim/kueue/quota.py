@@ -18,7 +18,7 @@ simulate preemption.
 
 from __future__ import annotations
 
-from .objects import ClusterQueue, ResourceQuota
+from ...model.kueue.objects import ClusterQueue, ResourceQuota
 from .workload import Workload
 
 FR = tuple[str, str]  # (flavor, resource)

@@ -17,10 +17,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from ...model.kueue.objects import ANY, LOWER_OR_NEWER_EQUAL_PRIORITY, ClusterQueue
 from . import messages as m
 from . import preemption
 from .flavorassigner import NO_FIT, PREEMPT_MODE, Assignment, FlavorAssigner
-from .objects import ANY, LOWER_OR_NEWER_EQUAL_PRIORITY, ClusterQueue
 from .queue import FAILED_AFTER_NOMINATION, GENERIC, NAMESPACE_MISMATCH, PENDING_PREEMPTION
 from .quota import FR, Snapshot
 from .workload import Workload

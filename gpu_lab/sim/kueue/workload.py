@@ -20,11 +20,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...errors import GpuLabError
-from ...model.names import QUEUE_LABEL
-from ...model.objects import Toleration, stable_uid
+from ...model.kueue.objects import EVICTION_TIMESTAMP, KueueConfig
+from ...model.objects import Toleration
 from ...model.parse import parse_pod
+from ...names import QUEUE_LABEL, stable_uid
 from . import messages as m
-from .objects import EVICTION_TIMESTAMP, KueueConfig
 
 PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
 MAX_NAME = 253  # longMaxWorkloadNameLength (the ShortWorkloadNames gate is off by default)

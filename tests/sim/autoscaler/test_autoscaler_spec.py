@@ -3,8 +3,8 @@
 import pytest
 
 from gpu_lab.errors import GpuLabError, InvalidObject
+from gpu_lab.model.autoscaler import SPEC_FIELDS
 from gpu_lab.sim.autoscaler import AutoscalerSpec, parse_autoscaler
-from gpu_lab.sim.autoscaler.spec import SPEC_FIELDS
 
 
 def doc(name="default", **spec):

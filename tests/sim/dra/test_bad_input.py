@@ -7,7 +7,7 @@ The expected texts are the ones the real v1.37.2 control plane printed for the s
 import pytest
 
 from gpu_lab.errors import GpuLabError, InvalidObject
-from gpu_lab.model.scenario import load_documents
+from gpu_lab.model.documents import load_documents
 from gpu_lab.sim.framework import ERROR
 from gpu_lab.sim.plugins.dynamicresources import DynamicResources
 

@@ -5,7 +5,7 @@ the same expectations) as the local backend's suite on the real v1.37.2 control 
 import re
 
 from gpu_lab.gpus.labels import gpu_uuids
-from gpu_lab.model.scenario import load_documents
+from gpu_lab.model.documents import load_documents
 
 from .kit import (
     CANNOT,

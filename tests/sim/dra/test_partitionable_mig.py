@@ -9,7 +9,7 @@ chose the same devices as this model.
 
 import pytest
 
-from gpu_lab.backends.local.resourceslices import device_classes, resource_slices
+from gpu_lab.dradriver.resourceslices import device_classes, resource_slices
 from gpu_lab.gpus import mig
 from gpu_lab.sim.dra import validation as val
 from gpu_lab.sim.dra.allocator import Allocator

@@ -1,8 +1,8 @@
 """Reading Kueue's objects: defaults, the two served versions, the manager Configuration, and
 the small things Kueue prints (quantities, workload names)."""
 
+from gpu_lab.model.kueue.quantities import quantity_string
 from gpu_lab.sim.kueue import job_workload, parse_kueue, workload_name
-from gpu_lab.sim.kueue.quantities import quantity_string
 
 from .kit import V, cluster_queue, configuration, flavor, local_queue
 

@@ -25,10 +25,10 @@ import re
 from typing import Any
 
 from ...errors import GpuLabError, InvalidObject
-from ...model import validation as v
-from ...model.quantity import QuantityError
-from ...model.validation.quantities import parse as parse_quantity
-from ...model.validation.quantities import quantity_string
+from .. import validation as v
+from ..quantity import QuantityError
+from ..validation.quantities import parse as parse_quantity
+from ..validation.quantities import quantity_string
 
 GROUP = "kueue.x-k8s.io"
 QUANTITY_PATTERN = (r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|"

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ...model.objects import Taint, Toleration
-from ...model.selectors import LabelSelector
+from ..objects import Taint, Toleration
+from ..selectors import LabelSelector
 
 NEVER, LOWER_PRIORITY, ANY = "Never", "LowerPriority", "Any"
 LOWER_OR_NEWER_EQUAL_PRIORITY = "LowerOrNewerEqualPriority"

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...model.parse import internal_amount
+from ..parse import internal_amount
 
 _DECIMAL_SUFFIX = {-9: "n", -6: "u", -3: "m", 0: "", 3: "k", 6: "M", 9: "G", 12: "T", 15: "P", 18: "E"}
 _BINARY_SUFFIX = ["", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei"]

@@ -1,7 +1,7 @@
 """The order a batch is created in (every backend): what makes no pods first, then the pod
 makers by priority, file order among equals."""
 
-from gpu_lab.backends import batch
+from gpu_lab.model import creationorder
 from gpu_lab.model.scenario import parse_scenario
 
 
@@ -25,6 +25,6 @@ def test_higher_priority_first_then_file_order():
     docs = [_pod("zeta"), _deployment("web", 2), _pod("alpha"), high, _deployment("urgent", 1, "high"),
             _pod("vip", "high")]
     sc = parse_scenario(docs)
-    order = [d["metadata"]["name"] for d in batch.creation_order(docs, sc.pods)]
+    order = [d["metadata"]["name"] for d in creationorder.creation_order(docs, sc.pods)]
     assert order == ["high", "urgent", "vip", "zeta", "web", "alpha"]
-    assert len(batch.pods_of(docs[1], sc.pods)) == 2 and len(batch.pods_of(docs[0], sc.pods)) == 1
+    assert len(creationorder.pods_of(docs[1], sc.pods)) == 2 and len(creationorder.pods_of(docs[0], sc.pods)) == 1

@@ -1,9 +1,6 @@
-"""``gpu_lab.simulate``: run a scenario on the simulated clock and report what happened.
+"""What a run on the simulated clock came to: ``Simulation``, the result ``gpu_lab.simulate`` returns.
 
-The scenario's objects are created at their ``gpulab.dev/submit-at`` times, pods
-run for their ``gpulab.dev/duration``, controllers replace and retry, and the clock
-runs until everything has finished or ``until`` (default 24 h). The result holds
-the Jobs (state, admitted/started/finished times), every pod's timeline, the
+It holds the Jobs (state, admitted/started/finished times), every pod's timeline, the
 cluster's levels over time, and totals integrated over the run: GPU-hours
 allocated, GPU-hours stranded (held by workers of a rendezvous Job that could not
 progress), node-hours and dollars (catalog prices or the pool's ``pricePerHour``).
@@ -17,7 +14,7 @@ from typing import Any
 
 import pandas as pd
 
-from ..errors import GpuLabError, NotSupported
+from ..errors import GpuLabError
 from ..model.duration import parse_duration
 
 DEFAULT_UNTIL = "24h"
@@ -66,24 +63,6 @@ class Simulation:
         return (f"Simulation on {self.backend} for {self.until_s:g} s: jobs {states or 'none'}; "
                 f"{m['gpu_hours_allocated']:g} GPU-hours allocated, {m['gpu_hours_stranded']:g} stranded; "
                 f"{m['node_hours']:g} node-hours, ${m['cost_usd']:,.2f}; makespan {makespan}")
-
-
-def simulate(scenario: Any, *, until: Any = DEFAULT_UNTIL, backend: str = "sim", seed: int | None = 0) -> Simulation:
-    """Run ``scenario`` (YAML text, a path, dicts) on a fresh session's clock until ``until``."""
-    from .. import BACKENDS, connect
-    from ..backends.sim import SimSession
-
-    seconds = until_seconds(until)
-    if backend in BACKENDS and backend != "sim":  # before connecting: nothing is started for nothing
-        raise NotSupported(f'simulate: not on the "{backend}" backend: it has no simulated clock '
-                           "(use the sim backend)")
-    lab = connect(backend, seed=seed, record=False)  # the session ends here: nobody asks explain
-    assert isinstance(lab, SimSession)  # the one backend with a simulated clock (refused above)
-    try:
-        lab.apply(scenario)
-        return lab._run_for(seconds)
-    finally:
-        lab.close()
 
 
 def makespan(jobs: pd.DataFrame, timeline: pd.DataFrame) -> float | None:

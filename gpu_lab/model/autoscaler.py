@@ -29,8 +29,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...errors import GpuLabError, InvalidObject
-from ...model.nodepool import spec_duration
+from ..errors import GpuLabError, InvalidObject
+from .nodepool import spec_duration
 
 API_VERSION = "gpulab.dev/v1alpha1"
 KIND = "Autoscaler"

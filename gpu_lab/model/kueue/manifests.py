@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from ...errors import GpuLabError
+from ..documents import load_documents
 from .clusterqueue import parse_cluster_queue
 from .configuration import parse_configuration
 from .localqueue import parse_local_queue, parse_priority_class
@@ -33,7 +34,6 @@ NOT_MODELLED = ("Cohort", "AdmissionCheck", "Topology", "Workload", "MultiKueueC
 def parse_kueue(docs: Any) -> KueueConfig:
     """Admit the Kueue objects among ``docs`` (YAML text, a path, a dict or a list of dicts)."""
     if not isinstance(docs, (list, tuple)) or not all(isinstance(d, dict) for d in docs):
-        from ...model.scenario import load_documents
         docs = load_documents(docs)
     cfg = KueueConfig()
     for doc in _documents(docs):

@@ -8,8 +8,8 @@ and not modelled.
 
 from __future__ import annotations
 
-from ...model import validation as v
-from ...model.objects import Taint, Toleration
+from .. import validation as v
+from ..objects import Taint, Toleration
 from .objects import ResourceFlavor
 from .validation import NAME_PATTERN, Schema, check, deny, label_name, listing, mapping
 

@@ -21,8 +21,8 @@ import re
 from typing import Any
 
 from ...errors import GpuLabError
-from ...model import validation as v
-from ...model.duration import go_duration_string
+from .. import validation as v
+from ..duration import go_duration_string
 from .objects import CREATION_TIMESTAMP, EVICTION_TIMESTAMP, WaitForPodsReady
 from .validation import IS_NEGATIVE
 

@@ -42,9 +42,9 @@ import re
 from dataclasses import dataclass, replace
 
 from ..errors import GpuLabError
+from ..gpus.catalog import get_model
 from ..model.nodepool import MIG_CONFIG_LABEL, MIG_STATE_LABEL, pool_gpu_state
 from ..model.objects import Node
-from .catalog import get_model
 
 STATES = ("pending", "rebooting", "success", "failed")
 _GPU_LABEL_PREFIXES = ("nvidia.com/gpu.", "nvidia.com/mig-", "nvidia.com/mig.", "nvidia.com/mps.")

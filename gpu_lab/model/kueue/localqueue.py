@@ -8,7 +8,7 @@ status and in its workloads' conditions.
 
 from __future__ import annotations
 
-from ...model import validation as v
+from .. import validation as v
 from .objects import LocalQueue, WorkloadPriorityClass
 from .validation import NAME_PATTERN, Schema, check, mapping
 

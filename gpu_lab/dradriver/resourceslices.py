@@ -42,10 +42,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ...gpus.catalog import get_model
-from ...gpus.labels import gpu_uuids
-from ...gpus.mig import MEMORY_SLICES, geometry, validate_layout
-from ...model.objects import Node, stable_uid
+from ..gpus.catalog import get_model
+from ..gpus.labels import gpu_uuids
+from ..gpus.mig import MEMORY_SLICES, geometry, validate_layout
+from ..gpus.migparted import resolve
+from ..model.objects import Node
+from ..names import stable_uid
 
 API_VERSION = "resource.k8s.io/v1"
 DRIVER = "gpu.nvidia.com"
@@ -189,7 +191,6 @@ def _sorted(d: dict) -> dict:
 def _layouts(model: str, count: int, mig: dict | None) -> list:
     if not mig:
         return [None] * count
-    from ...gpus.migparted import resolve
 
     if mig.get("migParted") is not None:
         return list(resolve(model, count, mig["migParted"], mig.get("config")))

@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
-from ...kube import ApiError, KubeClient
+from ..kube import ApiError, KubeClient
 from .resourceslices import API_VERSION
 
 GROUP = "resource.k8s.io"

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...model import validation as v
-from ...model.selectors import LabelSelector
-from ...model.validation.quantities import quantity_string
+from .. import validation as v
+from ..selectors import LabelSelector
+from ..validation.quantities import quantity_string
 from .objects import (
     ANY,
     BEST_EFFORT_FIFO,

@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...errors import GpuLabError
+from ..errors import GpuLabError
 from .resourceslices import DRIVER, PublishedDevice
 
 #: CDI vendor and class of NVIDIA's claim specs (``cdi.go``: cdiVendor, cdiClaimClass)
