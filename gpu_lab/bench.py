@@ -30,6 +30,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from . import connect
+from .backends.local.session import LocalSession
+from .backends.sim import SimSession
+from .model.documents import load_documents
+
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 
 
@@ -141,9 +146,6 @@ def write_scenario(path: Path, nodes: int, pods: int, seed: int) -> Path:
 
 
 def _one_run(path: Path, nodes: int, pods: int, seed: int) -> dict[str, Any]:
-    from . import connect
-    from .backends.sim import SimSession
-    from .model.documents import load_documents
 
     lab = connect("sim", seed=seed)
     assert isinstance(lab, SimSession)  # timed below through its scheduling loop
@@ -217,7 +219,6 @@ def run_compare_local(nodes: int, pods: int, seed: int = 0) -> dict[str, Any]:
     queued until every pod is bound or declared unschedulable. Its client rate limits are
     raised (qps 1000, burst 2000) so the API client does not cap binding at 50 pods/s.
     """
-    from .backends.local.session import LocalSession
 
     sim = run_bench(nodes, pods, seed, repeat=1)
     lab = LocalSession(name="bench", timeout=600, settle=0.5)

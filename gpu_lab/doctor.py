@@ -28,6 +28,11 @@ import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from .backends.kind import build as kb
+from .backends.kind import config as kc
+from .backends.local import build as b
+from .backends.local import kueuebuild as k
+
 #: seconds a version query may take before it counts as broken
 TIMEOUT_S = 20
 
@@ -172,7 +177,6 @@ def check_packages() -> list[Check]:
 
 
 def check_controlplane() -> list[Check]:
-    from .backends.local import build as b
 
     version = b.DEFAULT_VERSION
     etcd = b.etcd_version_for()
@@ -198,7 +202,6 @@ def check_controlplane() -> list[Check]:
 
 
 def check_kueue() -> Check:
-    from .backends.local import kueuebuild as k
 
     found = k.find_kueue()
     if found is not None:
@@ -210,7 +213,6 @@ def check_kueue() -> Check:
 
 
 def check_go() -> Check:
-    from .backends.local import build as b
 
     minimum = b._min_go()
     gv = b.go_version()
@@ -241,8 +243,6 @@ def check_docker() -> Check:
 
 def check_kind(docker_ok: bool) -> list[Check]:
     """The kind CLI and the images, all made by ``gpu-lab kind build`` (nothing is pulled)."""
-    from .backends.kind import build as kb
-    from .backends.kind import config as kc
 
     off = 'connect("kind")'
     fix = "sudo gpu-lab kind build   # needs Go, gcc, debootstrap and Docker"

@@ -34,6 +34,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import __version__
 from .errors import GpuLabError
 
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
@@ -252,7 +253,6 @@ def build(out: Path, lessons: list[Path], *, timeout: int = 600, progress=print,
         pages.append(Page(path, names[path.name], _title(nb, path.stem),
                           None if executed is not None else seconds))
         progress(f"[{i}/{len(lessons)}] {path.name}: {names[path.name]} ({seconds:.1f}s)")
-    from . import __version__
 
     (out / "index.html").write_text(render_index(pages, __version__), encoding="utf-8")
     return pages

@@ -42,7 +42,10 @@ from typing import Any, NoReturn
 import pandas as pd
 import yaml
 
-from .errors import GpuLabError, NotFound
+from .backends.kubeconfig.session import default_kubeconfig, open_client
+from .errors import GpuLabError, LocalClusterError, NotFound
+from .kube import ApiError, KubeClient, KubeconfigError, Unreachable
+from .kube import kubeconfig as kc
 from .names import GPU_RESOURCE as GPU
 
 WORKSHOP_LABEL = "gpulab.dev/workshop"
@@ -203,7 +206,6 @@ def connect(
 
         lab = LocalCluster(name, root=root).connect()
         return Workshop(KubeClient.from_kubeconfig(lab.kubeconfig()), name, backend)
-    from .backends.kubeconfig.session import default_kubeconfig, open_client
 
     if backend == "kind":
         if kubeconfig is not None:
@@ -382,8 +384,6 @@ def render_kubeconfig(ws: Workshop, i: int, token: str) -> str:
 def _usable_kubeconfig(ws: Workshop, path: Path, i: int) -> bool:
     """An existing kubeconfig for participant ``i`` on this server whose token is theirs,
     valid for more than :data:`RENEW_MARGIN_S` and still accepted by the API server."""
-    from .kube import ApiError, KubeClient, Unreachable
-    from .kube import kubeconfig as kc
 
     if not path.is_file():
         return False
@@ -407,7 +407,6 @@ def _usable_kubeconfig(ws: Workshop, path: Path, i: int) -> bool:
 
 def write_kubeconfig(ws: Workshop, out: Path, i: int, hours: float, renew: bool = False) -> str:
     """``written`` or ``kept`` (an existing one still works, unless ``renew``)."""
-    from .kube import kubeconfig as kc
 
     path = kubeconfig_path(out, i)
     if not renew and _usable_kubeconfig(ws, path, i):
@@ -664,7 +663,6 @@ def _participant_key(name: str) -> tuple[int, str]:
 
 
 def _remove_kubeconfigs(ws: Workshop, out: Path) -> list[str]:
-    from .kube import kubeconfig as kc
 
     removed: list[str] = []
     if not out.is_dir():
@@ -790,8 +788,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .errors import LocalClusterError
-    from .kube import ApiError, KubeconfigError, Unreachable
 
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in ("-h", "--help") or not argv:

@@ -32,7 +32,7 @@ from ..model.disruptionbudget import PodView, parse_disruption_budget, status
 from ..model.limitrange import ANNOTATION, parse_limit_range
 from ..model.limitrange import admit as limit_range_admit
 from ..model.objects import Pod, compute_pod_requests
-from ..model.parse import Forbidden, internal_resources
+from ..model.parse import Forbidden, _container, internal_resources
 from ..model.resourcequota import Ledger, from_status, matched, parse_resource_quota, used_by
 from ..names import TERMINAL_PHASES
 
@@ -47,7 +47,6 @@ def _api_version(kind: str) -> str:
 
 def _pod(raw: dict) -> Pod:
     """What quota counts of a pod the API server holds (its requests already defaulted)."""
-    from ..model.parse import _container
 
     meta, spec = raw.get("metadata") or {}, raw.get("spec") or {}
     pod = Pod(namespace=meta.get("namespace", "default"), name=meta.get("name", ""),

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import yaml
 
+from .. import connect
 from ..backends.base import Session
 from ..fidelity import (
     Case,
@@ -120,7 +121,6 @@ def scenario_text(seed: int) -> str:
 
 def run_seed(seed: int, real: Session, known: list[Known] | None = None) -> Result:
     """Empty ``real`` (a local lab), run the seed on it, then on a fresh sim replaying its ties."""
-    from .. import connect
 
     started = time.monotonic()
     known = known_differences() if known is None else known

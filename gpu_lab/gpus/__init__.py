@@ -12,6 +12,8 @@ from __future__ import annotations
 from importlib import import_module
 from typing import Any
 
+from .catalog import MODELS
+
 _PUBLIC = {
     # catalog
     "GpuModel": ("catalog", "GpuModel"),
@@ -48,7 +50,6 @@ __all__ = sorted([*_PUBLIC, "models"])
 
 def models() -> list:
     """Every catalogued GPU model, smallest memory first."""
-    from .catalog import MODELS
 
     return sorted(MODELS.values(), key=lambda m: (m.memory_mib, m.name))
 

@@ -19,6 +19,14 @@ from ..errors import InvalidObject
 from . import validation as v
 from .objects import Pod, Taint, Toleration
 from .parse import NameGenerator
+from .podtemplate import (
+    always_running_errors,
+    pod_template_hash,
+    selector_matches,
+    template_errors,
+    template_of,
+    template_pod,
+)
 from .selectors import NodeSelectorTerm, node_selector_matches
 
 TEMPLATE_GENERATION = "pod-template-generation"  # extensions.DaemonSetTemplateGenerationKey
@@ -38,23 +46,15 @@ NETWORK_UNAVAILABLE = {"key": "node.kubernetes.io/network-unavailable", "operato
 
 def expand_daemonset(raw: dict, meta: dict, spec: dict, uid: str) -> tuple[dict[str, Any], list[Pod]]:
     """``ValidateDaemonSet``, then the record the controller works from (no pods yet)."""
-    from .workloads import (
-        _always_running_errors,
-        _selector_matches,
-        _template,
-        _template_errors,
-        pod_template_hash,
-    )
-
     name, ns = meta.get("name") or "", meta["namespace"]
-    template = _template(spec)
+    template = template_of(spec)
     selector = spec.get("selector")
     errs = v.validate_object_meta(meta)
     errs += v.validate_label_selector(selector, "spec.selector")
-    errs += _selector_matches(selector, template, "spec.template.metadata.labels")
+    errs += selector_matches(selector, template, "spec.template.metadata.labels")
     if isinstance(selector, dict) and not selector.get("matchLabels") and not selector.get("matchExpressions"):
         errs.append(v.invalid("spec.selector", v.selector_value(selector), "empty selector is invalid for daemonset"))
-    errs += _template_errors(template) + _always_running_errors(template, "DaemonSet")
+    errs += template_errors(template) + always_running_errors(template, "DaemonSet")
     if errs:
         raise InvalidObject("DaemonSet.apps", name, v.dedupe(errs))
 
@@ -89,8 +89,6 @@ def add_daemon_tolerations(spec: dict) -> None:
 def daemon_pod(record: dict, node: str, names: NameGenerator, created: int, classes: dict[str, dict]) -> Pod:
     """The pod for ``node``: the template pinned there by a required node affinity on
     ``metadata.name`` (the scheduler still places it)."""
-    from .workloads import _pod
-
     t = copy.deepcopy(record["template"])
     pin = {"nodeSelectorTerms": [{"matchFields": [
         {"key": "metadata.name", "operator": "In", "values": [node]}]}]}
@@ -102,7 +100,7 @@ def daemon_pod(record: dict, node: str, names: NameGenerator, created: int, clas
     affinity["nodeAffinity"] = node_affinity
     t["spec"]["affinity"] = affinity
     ns = record["namespace"]
-    return _pod(t, names.generate(ns, record["prefix"]), ns, record["owner"], classes, created)
+    return template_pod(t, names.generate(ns, record["prefix"]), ns, record["owner"], classes, created)
 
 
 def should_run(record: dict, node: str, labels: dict[str, str], taints: list[Taint]) -> tuple[bool, bool]:

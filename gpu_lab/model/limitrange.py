@@ -16,7 +16,7 @@ from typing import Any
 from ..errors import GpuLabError, InvalidObject
 from . import validation as v
 from .objects import Pod, compute_pod_requests, spec_memo
-from .parse import Forbidden, pod_defaults
+from .parse import Forbidden, _container, internal_amount, pod_defaults
 from .quantity import format_quantity
 
 API_VERSION = "v1"
@@ -144,7 +144,6 @@ def admit(pod: Pod, ranges: list[LimitRange]) -> Pod:
         raise Forbidden("pods", pod.name, errors[0] if len(errors) == 1 else "[" + ", ".join(errors) + "]")
     if not notes:
         return pod
-    from .parse import _container  # the parser's own conversion of a container's resources
 
     meta = dict(raw.get("metadata") or {})
     annotations = {**(meta.get("annotations") or {}), ANNOTATION: "LimitRanger plugin set: " + "; ".join(notes)}
@@ -203,6 +202,5 @@ def _violations(item: dict[str, dict[str, Any]], resources: dict) -> list[str]:
 
 def _text(resource: str, raw: Any) -> str:
     """A quantity as ``Quantity.String()`` prints it (canonical form)."""
-    from .parse import internal_amount
 
     return format_quantity(resource, internal_amount(resource, raw))

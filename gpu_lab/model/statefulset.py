@@ -18,6 +18,16 @@ from typing import Any
 from ..errors import GpuLabError, InvalidObject
 from . import validation as v
 from .objects import Pod
+from .podtemplate import (
+    always_running_errors,
+    check_budget,
+    nonnegative,
+    pod_template_hash,
+    selector_matches,
+    template_errors,
+    template_of,
+    template_pod,
+)
 
 POD_NAME = "statefulset.kubernetes.io/pod-name"  # apps.StatefulSetPodNameLabel
 POD_INDEX = "apps.kubernetes.io/pod-index"  # apps.PodIndexLabel
@@ -28,16 +38,6 @@ ORDERED_READY, PARALLEL = "OrderedReady", "Parallel"
 def expand_statefulset(raw: dict, meta: dict, spec: dict, uid: str, classes, first: int,
                        max_pods: int | None) -> tuple[dict[str, Any], list[Pod]]:
     """``ValidateStatefulSet`` (after apps/v1 defaults), then the pods of the first sync."""
-    from .workloads import (
-        _always_running_errors,
-        _check_budget,
-        _nonnegative,
-        _selector_matches,
-        _template,
-        _template_errors,
-        pod_template_hash,
-    )
-
     name, ns = meta.get("name") or "", meta["namespace"]
     replicas = 1 if spec.get("replicas") is None else spec["replicas"]
     policy = spec.get("podManagementPolicy") or ORDERED_READY
@@ -45,7 +45,7 @@ def expand_statefulset(raw: dict, meta: dict, spec: dict, uid: str, classes, fir
     strategy_type = strategy.get("type") or "RollingUpdate"
     ordinals = ordinals_raw if isinstance(ordinals_raw := spec.get("ordinals"), dict) else {}
     start = ordinals.get("start") or 0
-    template = _template(spec)
+    template = template_of(spec)
     selector = spec.get("selector")
 
     errs = v.validate_object_meta(meta, name_check=v.is_dns1123_label)
@@ -55,9 +55,9 @@ def expand_statefulset(raw: dict, meta: dict, spec: dict, uid: str, classes, fir
     if strategy_type not in ("RollingUpdate", "OnDelete"):
         errs.append(v.invalid("spec.updateStrategy", v.go_struct(strategy, ("type", "rollingUpdate")),
                               "must be 'RollingUpdate' or 'OnDelete'"))
-    errs += _nonnegative(replicas, "spec.replicas")
-    errs += _nonnegative(spec.get("minReadySeconds") or 0, "spec.minReadySeconds")
-    errs += _nonnegative(start, "spec.ordinals.start")
+    errs += nonnegative(replicas, "spec.replicas")
+    errs += nonnegative(spec.get("minReadySeconds") or 0, "spec.minReadySeconds")
+    errs += nonnegative(start, "spec.ordinals.start")
     service = spec.get("serviceName")
     if isinstance(service, str) and service:
         errs += v.validate_name(service, "spec.serviceName", v.is_dns1123_label)
@@ -68,11 +68,11 @@ def expand_statefulset(raw: dict, meta: dict, spec: dict, uid: str, classes, fir
         if isinstance(selector, dict) and not selector.get("matchLabels") and not selector.get("matchExpressions"):
             errs.append(v.invalid("spec.selector", v.selector_value(selector),
                                   "empty selector is invalid for statefulset"))
-        errs += _selector_matches(selector, template, "spec.template.metadata.labels")
+        errs += selector_matches(selector, template, "spec.template.metadata.labels")
     checked = copy.deepcopy(template)  # hostname and subdomain are the controller's to set
     checked["spec"].pop("hostname", None)
     checked["spec"].pop("subdomain", None)
-    errs += _template_errors(checked) + _always_running_errors(template, "StatefulSet")
+    errs += template_errors(checked) + always_running_errors(template, "StatefulSet")
     if spec.get("volumeClaimTemplates"):
         raise GpuLabError(f'StatefulSet.apps "{name}": spec.volumeClaimTemplates: gpu-lab models no '
                           "volumes (leave it out)")
@@ -86,7 +86,7 @@ def expand_statefulset(raw: dict, meta: dict, spec: dict, uid: str, classes, fir
         "service_name": service if isinstance(service, str) else "", "template": template, "owner": owner,
         "revision": f"{name}-{pod_template_hash(template)}"}
     first_sync = replicas if policy == PARALLEL else min(replicas, 1)
-    _check_budget("StatefulSet", name, first_sync, max_pods, "spec.replicas")
+    check_budget("StatefulSet", name, first_sync, max_pods, "spec.replicas")
     pods = [stateful_pod(record, start + i, first + i, classes) for i in range(first_sync)]
     record["pods"] = [p.name for p in pods]
     return record, pods
@@ -103,8 +103,6 @@ def slow_start_batch(index: int) -> int:
 
 def stateful_pod(record: dict, ordinal: int, created: int, classes: dict[str, dict]) -> Pod:
     """``newStatefulSetPod``: the template under the ordinal's name, with its identity."""
-    from .workloads import _pod
-
     t = copy.deepcopy(record["template"])
     name = f"{record['name']}-{ordinal}"
     labels = t["metadata"].setdefault("labels", {})
@@ -116,4 +114,4 @@ def stateful_pod(record: dict, ordinal: int, created: int, classes: dict[str, di
         t["spec"]["subdomain"] = record["service_name"]
     else:
         t["spec"].pop("subdomain", None)
-    return _pod(t, name, record["namespace"], record["owner"], classes, created)
+    return template_pod(t, name, record["namespace"], record["owner"], classes, created)

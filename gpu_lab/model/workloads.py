@@ -14,14 +14,24 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import json
 from typing import Any
 
 from ..errors import GpuLabError, InvalidObject
 from ..names import stable_uid
 from . import validation as v
 from .objects import Pod
-from .parse import NAME_ALPHABET, NameGenerator, parse_pod, template_defaults
+from .parse import NameGenerator
+from .podtemplate import (
+    QUALIFIED,
+    check_budget,
+    nonnegative,
+    pod_template_hash,
+    selector_errors,
+    selector_matches,
+    template_errors,
+    template_of,
+    template_pod,
+)
 from .selectors import LabelSelector
 
 POD_TEMPLATE_HASH = "pod-template-hash"
@@ -32,8 +42,6 @@ LEGACY_CONTROLLER_UID = "controller-uid"
 COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
 WORKLOAD_KINDS = {("apps/v1", "Deployment"), ("apps/v1", "ReplicaSet"), ("batch/v1", "Job"),
                   ("apps/v1", "StatefulSet"), ("apps/v1", "DaemonSet")}
-_QUALIFIED = {"Deployment": "Deployment.apps", "ReplicaSet": "ReplicaSet.apps", "Job": "Job.batch",
-              "StatefulSet": "StatefulSet.apps", "DaemonSet": "DaemonSet.apps"}
 
 
 def expand_workload(raw: dict, *, priority_classes: dict[str, dict] | None = None,
@@ -95,31 +103,24 @@ def _check_int32(kind: str, spec: dict) -> None:
                               f"{go_type}")
 
 
-def _check_budget(kind: str, name: str, count: int, max_pods: int | None, field: str) -> None:
-    if max_pods is not None and count > max_pods:
-        raise GpuLabError(f'{_QUALIFIED[kind]} "{name}": {field}: {count} pods is more than the '
-                          f"simulator holds ({max_pods} more pods fit in this apply; Kubernetes is "
-                          "tested up to 150000 pods in a cluster)")
-
-
 # ------------------------------------------------------- Deployment, ReplicaSet
 
 
 def _replicated(raw, meta, spec, uid, classes, first, names, max_pods):
     kind, name, ns = raw["kind"], meta.get("name") or "", meta["namespace"]
     replicas = 1 if spec.get("replicas") is None else spec["replicas"]  # the apps/v1 default
-    template = _template(spec)
+    template = template_of(spec)
     errs = v.validate_object_meta(meta)
-    errs += _nonnegative(replicas, "spec.replicas")
+    errs += nonnegative(replicas, "spec.replicas")
     selector = spec.get("selector")
-    errs += _selector_errors(selector, "spec.selector")
-    errs += _selector_matches(selector, template, "spec.template.metadata.labels")
-    errs += _template_errors(template)
+    errs += selector_errors(selector, "spec.selector")
+    errs += selector_matches(selector, template, "spec.template.metadata.labels")
+    errs += template_errors(template)
     policy = template["spec"].get("restartPolicy") or "Always"
     if policy != "Always":
         errs.append(v.not_supported("spec.template.spec.restartPolicy", policy, ["Always"]))
     if errs:
-        raise InvalidObject(_QUALIFIED[kind], name, v.dedupe(errs))
+        raise InvalidObject(QUALIFIED[kind], name, v.dedupe(errs))
 
     record: dict[str, Any] = {"kind": kind, "namespace": ns, "name": name, "uid": uid,
                               "replicas": replicas, "selector": copy.deepcopy(selector)}
@@ -134,7 +135,7 @@ def _replicated(raw, meta, spec, uid, classes, first, names, max_pods):
         selector = copy.deepcopy(selector)
         selector.setdefault("matchLabels", {})[POD_TEMPLATE_HASH] = h
         record.update(replicaset=rs, pod_template_hash=h, selector=selector)
-    _check_budget(kind, name, replicas, max_pods, "spec.replicas")
+    check_budget(kind, name, replicas, max_pods, "spec.replicas")
     prefix = owner["name"] + "-"
     pods = _replicas(template, replicas, names, prefix, ns, owner, classes, first)
     record["pods"] = [p.name for p in pods]
@@ -142,26 +143,12 @@ def _replicated(raw, meta, spec, uid, classes, first, names, max_pods):
     return record, pods
 
 
-def pod_template_hash(template: dict) -> str:
-    """A stable 10-character hash of the pod template, spelled like the controller's.
-
-    The controller hashes the Go struct with FNV-32a and spells the decimal
-    digits with ``rand.SafeEncodeString``; we hash the template's canonical JSON
-    the same way, padded to ten digits so every name has the same shape.
-    """
-    data = json.dumps(template, sort_keys=True, separators=(",", ":"), default=str).encode()
-    h = 0x811C9DC5
-    for byte in data:
-        h = ((h ^ byte) * 0x01000193) & 0xFFFFFFFF
-    return "".join(NAME_ALPHABET[ord(d) % len(NAME_ALPHABET)] for d in f"{h:010d}")
-
-
 # ---------------------------------------------------------------------- Job
 
 
 def _job(raw, meta, spec, uid, classes, first, names, max_pods):
     name, ns = meta.get("name") or "", meta["namespace"]
-    template = _template(spec)
+    template = template_of(spec)
     parallelism, completions = spec.get("parallelism"), spec.get("completions")
     if parallelism is None and completions is None:  # batch/v1 defaults: a single pod
         parallelism = completions = 1
@@ -185,14 +172,14 @@ def _job(raw, meta, spec, uid, classes, first, names, max_pods):
         if not v.validate_label_selector(selector, "spec.selector") and \
                 not LabelSelector.parse(selector).matches(generated):
             errs.append(v.invalid("spec.selector", v.selector_value(selector), "`selector` not auto-generated"))
-    errs += _nonnegative(parallelism, "spec.parallelism")
-    errs += _nonnegative(completions, "spec.completions", optional=True)
-    errs += _nonnegative(spec.get("backoffLimit"), "spec.backoffLimit", optional=True)
+    errs += nonnegative(parallelism, "spec.parallelism")
+    errs += nonnegative(completions, "spec.completions", optional=True)
+    errs += nonnegative(spec.get("backoffLimit"), "spec.backoffLimit", optional=True)
     if mode not in ("NonIndexed", "Indexed"):
         errs.append(v.not_supported("spec.completionMode", mode, ["NonIndexed", "Indexed"]))
     elif mode == "Indexed" and completions is None:
         errs.append(v.required("spec.completions", "when completion mode is Indexed"))
-    errs += _template_errors(template)
+    errs += template_errors(template)
     policy = template["spec"].get("restartPolicy") or "Always"
     if policy == "Always":
         errs.append(v.required("spec.template.spec.restartPolicy", 'valid values: "OnFailure", "Never"'))
@@ -202,13 +189,13 @@ def _job(raw, meta, spec, uid, classes, first, names, max_pods):
         errs.append(v.required("spec.selector"))
     else:
         errs += v.validate_label_selector(selector, "spec.selector")
-        errs += _selector_matches(selector, template, "spec.template.metadata.labels")
+        errs += selector_matches(selector, template, "spec.template.metadata.labels")
     if errs:
         raise InvalidObject("Job.batch", name, v.dedupe(errs))
 
     suspend = spec.get("suspend") is True
     count = 0 if suspend else min(parallelism, completions) if completions is not None else parallelism
-    _check_budget("Job", name, count, max_pods,
+    check_budget("Job", name, count, max_pods,
                   "spec.parallelism" if completions is None or parallelism <= completions else "spec.completions")
     owner = {"apiVersion": "batch/v1", "kind": "Job", "name": name, "uid": uid}
     if mode != "Indexed":
@@ -224,7 +211,7 @@ def _job(raw, meta, spec, uid, classes, first, names, max_pods):
             t["metadata"]["labels"][COMPLETION_INDEX] = str(i)
             t["spec"].setdefault("hostname", f"{name}-{i}")
             prefix = f"{name}-{i}-"
-        pods.append(_pod(t, names.generate(ns, prefix), ns, owner, classes, first + i))
+        pods.append(template_pod(t, names.generate(ns, prefix), ns, owner, classes, first + i))
     backoff = spec.get("backoffLimit")
     record = {"kind": "Job", "namespace": ns, "name": name, "uid": uid, "selector": selector,
               "parallelism": parallelism, "completions": completions, "completion_mode": mode,
@@ -250,73 +237,13 @@ def controller_pod(record: dict, names: NameGenerator, created: int, classes: di
         t["metadata"].setdefault("labels", {})[COMPLETION_INDEX] = str(index)
         t["spec"].setdefault("hostname", f"{record['name']}-{index}")
         prefix = f"{record['name']}-{index}-"
-    pod = _pod(t, names.generate(ns, prefix), ns, record["owner"], classes, created)
+    pod = template_pod(t, names.generate(ns, prefix), ns, record["owner"], classes, created)
     if index is None:
         record["prototype"] = pod
     return pod
 
 
 # ------------------------------------------------------------------ helpers
-
-
-def _template(spec: dict) -> dict:
-    t = template_raw if isinstance(template_raw := spec.get("template"), dict) else {}
-    meta = copy.deepcopy(metadata_raw) if isinstance(metadata_raw := t.get("metadata"), dict) else {}
-    pod_spec = spec_raw if isinstance(spec_raw := t.get("spec"), dict) else {}
-    return {"metadata": meta, "spec": template_defaults(pod_spec)}
-
-
-def _template_errors(template: dict) -> list[str]:
-    """``ValidatePodTemplateSpec``: template labels and annotations, then the pod spec."""
-    meta = template["metadata"]
-    errs = v.validate_labels(meta.get("labels"), "spec.template.labels")
-    errs += v.validate_annotations(meta.get("annotations"), "spec.template.annotations")
-    return errs + v.validate_pod_spec(template["spec"], "spec.template.spec")
-
-
-def _always_running_errors(template: dict, kind: str) -> list[str]:
-    """What DaemonSets and StatefulSets ask of their template beyond a pod's: pods that run
-    until deleted (``restartPolicy: Always``, no ``activeDeadlineSeconds``)."""
-    errs = []
-    policy = template["spec"].get("restartPolicy") or "Always"
-    if policy != "Always":
-        errs.append(v.not_supported("spec.template.spec.restartPolicy", policy, ["Always"]))
-    if template["spec"].get("activeDeadlineSeconds") is not None:
-        errs.append(v.forbidden("spec.template.spec.activeDeadlineSeconds",
-                                f"activeDeadlineSeconds in {kind} is not Supported"))
-    return errs
-
-
-def _selector_errors(selector: Any, path: str) -> list[str]:
-    if selector is None:
-        return [v.required(path)]
-    errs = v.validate_label_selector(selector, path)
-    if isinstance(selector, dict) and not selector.get("matchLabels") and not selector.get("matchExpressions"):
-        # the ReplicaSet check reuses the Deployment's wording
-        errs.append(v.invalid(path, v.selector_value(selector), "empty selector is invalid for deployment"))
-    if v.validate_label_selector(selector, path):  # LabelSelectorAsSelector fails too
-        errs.append(v.invalid(path, v.selector_value(selector), "invalid label selector"))
-    return errs
-
-
-def _selector_matches(selector: Any, template: dict, path: str) -> list[str]:
-    """The selector must select the template's pods; a missing selector selects nothing."""
-    if selector is not None and (not isinstance(selector, dict)
-                                 or v.validate_label_selector(selector, "spec.selector")):
-        return []
-    parsed = LabelSelector.parse(selector)
-    labels = template["metadata"].get("labels")
-    if parsed.empty or parsed.matches(labels if isinstance(labels, dict) else {}):
-        return []
-    return [v.invalid(path, labels, "`selector` does not match template `labels`")]
-
-
-def _nonnegative(n: Any, path: str, optional: bool = False) -> list[str]:
-    if n is None and optional:
-        return []
-    if isinstance(n, bool) or not isinstance(n, int):
-        return [v.wrong_type(path, n, "an integer")]
-    return [v.invalid(path, n, "must be greater than or equal to 0")] if n < 0 else []
 
 
 def _replicas(template: dict, count: int, names: NameGenerator, prefix: str, ns: str, owner: dict,
@@ -326,7 +253,7 @@ def _replicas(template: dict, count: int, names: NameGenerator, prefix: str, ns:
     Deployment costs one admission and 100,000 names."""
     if count <= 0:
         return []
-    pod = _pod(template, names.generate(ns, prefix), ns, owner, classes, first)
+    pod = template_pod(template, names.generate(ns, prefix), ns, owner, classes, first)
     return [pod] + [_renamed(pod, names.generate(ns, prefix), first + i) for i in range(1, count)]
 
 
@@ -341,9 +268,3 @@ def _renamed(pod: Pod, name: str, created: int) -> Pod:
         host_ports=list(pod.host_ports), requests=dict(pod.requests))
 
 
-def _pod(template: dict, name: str, ns: str, owner: dict, classes, created: int) -> Pod:
-    meta = copy.deepcopy(template["metadata"])
-    meta.update(name=name, namespace=ns,
-                ownerReferences=[{**owner, "controller": True, "blockOwnerDeletion": True}])
-    manifest = {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": copy.deepcopy(template["spec"])}
-    return parse_pod(manifest, priority_classes=classes, created=created)

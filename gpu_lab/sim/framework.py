@@ -309,3 +309,27 @@ def run_filter_plugins(ctx: CycleContext, i: int) -> Status | None:
         if pl.name not in skipped and not pl.filter(fresh)[i]:
             return pl.filter_status(fresh, i)
     return None
+
+
+NO_NODE_AVAILABLE_MSG = "0/{} nodes are available"
+
+def fit_error_message(num_all_nodes: int, diagnosis: Diagnosis) -> str:
+    """``FitError.Error()``: "0/N nodes are available: <reasons>. <post-filter msg>"."""
+    msg = NO_NODE_AVAILABLE_MSG.format(num_all_nodes) + ":"
+    if diagnosis.pre_filter_msg:
+        msg += f" {diagnosis.pre_filter_msg}."
+    else:
+        counts: dict[str, int] = {}
+        for st, times in diagnosis.status_counts():
+            for r in st.reasons:
+                counts[r] = counts.get(r, 0) + times
+        absent = num_all_nodes - diagnosis.rejected()
+        if absent > 0 and diagnosis.absent_status is not None:
+            for r in diagnosis.absent_status.reasons:
+                counts[r] = counts.get(r, 0) + absent
+        parts = sorted(f"{v} {k}" for k, v in counts.items())
+        if parts:
+            msg += " " + ", ".join(parts) + "."
+    if diagnosis.post_filter_msg:
+        msg += f" {diagnosis.post_filter_msg}"
+    return msg

@@ -50,15 +50,15 @@ from .framework import (
     Diagnosis,
     PostFilterResult,
     Status,
+    fit_error_message,
 )
 from .podgroups import PodGroupManager
-from .profile import Profile, SchedulerConfig
+from .profile import Profile, SchedulerConfig, load_scheduler_config
 from .snapshot import Snapshot
 from .verdicts import ByNode, NodeStatuses, NodeVerdicts
 
 MIN_FEASIBLE_NODES_TO_FIND = 100
 MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
-NO_NODE_AVAILABLE_MSG = "0/{} nodes are available"
 
 
 def num_feasible_nodes_to_find(percentage: int, num_all_nodes: int) -> int:
@@ -90,26 +90,6 @@ def feasible_window(passes: np.ndarray, start: int, to_find: int) -> tuple[np.nd
     return (np.concatenate([found[first:], found[:first]]) if first else found), n
 
 
-def fit_error_message(num_all_nodes: int, diagnosis: Diagnosis) -> str:
-    """``FitError.Error()``: "0/N nodes are available: <reasons>. <post-filter msg>"."""
-    msg = NO_NODE_AVAILABLE_MSG.format(num_all_nodes) + ":"
-    if diagnosis.pre_filter_msg:
-        msg += f" {diagnosis.pre_filter_msg}."
-    else:
-        counts: dict[str, int] = {}
-        for st, times in diagnosis.status_counts():
-            for r in st.reasons:
-                counts[r] = counts.get(r, 0) + times
-        absent = num_all_nodes - diagnosis.rejected()
-        if absent > 0 and diagnosis.absent_status is not None:
-            for r in diagnosis.absent_status.reasons:
-                counts[r] = counts.get(r, 0) + absent
-        parts = sorted(f"{v} {k}" for k, v in counts.items())
-        if parts:
-            msg += " " + ", ".join(parts) + "."
-    if diagnosis.post_filter_msg:
-        msg += f" {diagnosis.post_filter_msg}"
-    return msg
 
 
 # submitPodGroupAlgorithmResult: a member that fit, of a group that did not
@@ -248,7 +228,6 @@ class Scheduler:
     def from_config(cls, raw: dict | None, snapshot: Snapshot, seed: int | None = None,
                     deterministic: bool = False, record: bool = True) -> Scheduler:
         """Build the profiles with this scheduler as the plugins' handle (rng, nominations)."""
-        from .profile import load_scheduler_config
 
         sched = cls(None, snapshot, seed, deterministic, record)  # type: ignore[arg-type]
         sched.config = load_scheduler_config(raw, handle=sched)

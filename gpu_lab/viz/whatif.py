@@ -11,6 +11,7 @@ import altair as alt
 
 from ..errors import GpuLabError
 from ._common import make_title
+from .export import to_svg
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 
@@ -119,7 +120,6 @@ class WhatIf:
         return self._widget
 
     def _static_html(self) -> str:
-        from .export import to_svg
 
         items = "".join(f"<li>{html.escape(k)}: <b>{v}</b> pods pending</li>"
                         for k, v in self.results.items())

@@ -3,8 +3,8 @@
 import pytest
 import simkit as k
 
-from gpu_lab.sim.framework import Diagnosis, Status
-from gpu_lab.sim.scheduler import fit_error_message, num_feasible_nodes_to_find
+from gpu_lab.sim.framework import Diagnosis, Status, fit_error_message
+from gpu_lab.sim.scheduler import num_feasible_nodes_to_find
 
 
 @pytest.mark.parametrize("nodes,pct,expected", [

@@ -33,6 +33,7 @@ from typing import Any
 import yaml
 
 from ...model.scenario import Scenario, load_scenario
+from ..local.cluster import default_home as home
 from . import commands as cmd
 from . import config as kc
 from . import manifests as mf
@@ -47,7 +48,6 @@ def default_repo() -> Path:
 
 
 def default_home() -> Path:
-    from ..local.cluster import default_home as home
 
     return home()
 

@@ -44,6 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ...model.nodepool import POOL_LABEL
+from .build import tool_path
 from .config import KIND_MIN_VERSION, KIND_RELEASE, KindError, Worker
 from .manifests import MANAGED_BY, NAMESPACE, NodePatch, daemonset_name
 
@@ -307,7 +308,6 @@ class Runner:
         found = self._which(tool)
         if found or self._which is not shutil.which:
             return found
-        from .build import tool_path
 
         cached = tool_path(tool)
         return str(cached) if cached else None

@@ -40,6 +40,7 @@ from typing import Any
 
 import pandas as pd
 
+from ... import connect
 from ...errors import GpuLabError
 from ...gpus import (
     get_model,
@@ -137,7 +138,6 @@ def _namespace_docs() -> list[dict]:
 
 def run(pools: Any, deployments: Any):
     """A fresh simulator session with the team's namespaces, ``pools`` and ``deployments``, scheduled."""
-    from ... import connect
 
     lab = connect("sim", seed=0)
     lab.apply(_namespace_docs() + documents(pools) + documents(deployments))

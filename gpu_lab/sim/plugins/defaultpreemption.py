@@ -80,7 +80,10 @@ from ..framework import (
     Plugin,
     PostFilterResult,
     Status,
+    fit_error_message,
 )
+from ..util import more_important_key
+from .podgrouppreemption import preempt_for_group
 
 NOT_ELIGIBLE_NEVER = "not eligible due to preemptionPolicy=Never."
 NOT_ELIGIBLE_TERMINATING = "not eligible due to a terminating pod on the nominated node."
@@ -101,9 +104,6 @@ DEFAULT_MIN_CANDIDATE_NODES_PERCENTAGE = 10
 DEFAULT_MIN_CANDIDATE_NODES_ABSOLUTE = 100
 
 
-def more_important_key(pod: Pod) -> tuple[int, int]:
-    """Sort key for ``MoreImportantVictim`` on single pods: higher priority, then earlier start."""
-    return (-pod.priority, pod.created)
 
 
 def terminating_by_preemption(pod: Pod) -> bool:
@@ -396,8 +396,6 @@ class DefaultPreemption(Plugin):
         if not candidates:
             if errors:
                 return self._result(None, [], Status(ERROR, ("preemption: " + _aggregate(errors),), self.name), "Noop")
-            from ..scheduler import fit_error_message  # late: the scheduler imports the registry
-
             inner = Diagnosis(node_status=statuses, absent_status=Status(UNRESOLVABLE, (NOT_HELPFUL,)),
                               groups=everywhere)
             text = fit_error_message(len(snap), inner)
@@ -419,8 +417,6 @@ class DefaultPreemption(Plugin):
 
     def pod_group_post_filter(self, group: Any, run_group: Any, members: list) -> PostFilterResult:
         """PodGroupPostFilter: preemption for a whole pod group (see podgrouppreemption)."""
-        from .podgrouppreemption import preempt_for_group
-
         return preempt_for_group(self, group, run_group, members)
 
     @staticmethod

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...model.disruptionbudget import violating
 from ..framework import (
     SUCCESS,
     UNRESOLVABLE,
@@ -31,6 +32,7 @@ from ..framework import (
     Status,
     run_filter_plugins,
 )
+from ..util import more_important_key
 
 PREFIX = "pod group preemption: "
 NO_VICTIMS = "No preemption victims found for incoming preemptor"
@@ -41,9 +43,6 @@ NOT_ELIGIBLE = "not eligible due to preemptionPolicy=Never."
 def preempt_for_group(plugin: Any, group: Any, run_group: Any, members: list) -> PostFilterResult:
     """``PodGroupEvaluator.Preempt``, worded as ``DefaultPreemption.PodGroupPostFilter``;
     ``members`` are the group's unscheduled pods (the preemptor's)."""
-    from ...model.disruptionbudget import violating
-    from .defaultpreemption import more_important_key
-
     if any(p.preemption_policy == "Never" for p in members):
         return PostFilterResult(status=Status(UNSCHEDULABLE, (PREFIX + NOT_ELIGIBLE,), plugin.name))
     snap = plugin.handle.snapshot
