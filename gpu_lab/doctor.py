@@ -281,7 +281,8 @@ def check_gpu(nvml=None) -> Check:
             return Check("gpu", "nvidia driver", True, driver,
                          f"{len(rows)} GPU(s): {', '.join(sorted(set(names)))} (nvidia-smi)")
     try:
-        from .probe import NoDriver, probe
+        from .errors import NoDriver
+        from .probe import probe
 
         result = probe(nvml)
     except NoDriver as exc:

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import __version__
-from .errors import GpuLabError
+from .errors import EditionError, GpuLabError
 
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 _REMOTE = r"""(?:https?:)?//[^"'\s)]+"""
@@ -55,10 +55,6 @@ def remote_references(page: str) -> list[str]:
     for body in _SCRIPT.findall(page):
         found += _URL.findall(body)
     return found
-
-
-class EditionError(GpuLabError):
-    """A lesson failed to execute or render (one line naming it)."""
 
 
 @dataclass

@@ -36,7 +36,7 @@ import sys
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from .errors import GpuLabError
+from .errors import GpuLabError, NoDriver
 from .gpus.catalog import MODELS, get_model
 
 #: every NVML function this module may call: setup, teardown and Get queries
@@ -61,13 +61,6 @@ GI_PROFILES = {
     8: (2, True),
     9: (1, False),
 }
-
-
-class NoDriver(GpuLabError):
-    """No NVML: the package is missing or the driver/library cannot be loaded."""
-
-    def __init__(self, detail: str):
-        super().__init__(f"no NVIDIA driver found: {detail}")
 
 
 @dataclass

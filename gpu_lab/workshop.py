@@ -43,7 +43,13 @@ import pandas as pd
 import yaml
 
 from .backends.kubeconfig.session import default_kubeconfig, open_client
-from .errors import GpuLabError, LocalClusterError, NotFound
+from .errors import (
+    GpuLabError,
+    LocalClusterError,
+    NotFound,
+    WorkshopClusterError,
+    WorkshopInputError,
+)
 from .kube import ApiError, KubeClient, KubeconfigError, Unreachable
 from .kube import kubeconfig as kc
 from .names import GPU_RESOURCE as GPU
@@ -91,14 +97,6 @@ LEARNER_RULES: list[dict[str, Any]] = [
     {"apiGroups": [KUEUE_GROUP], "resources": ["localqueues", "workloads"],
      "verbs": ["get", "list", "watch"]},
 ]
-
-
-class WorkshopInputError(GpuLabError):
-    """Bad arguments (exit 2)."""
-
-
-class WorkshopClusterError(GpuLabError):
-    """The cluster refused, or is in a state provisioning cannot continue from (exit 1)."""
 
 
 def _quiet(_msg: str) -> None:

@@ -26,8 +26,9 @@ from pathlib import Path
 import pytest
 
 from gpu_lab import probe as probe_mod
+from gpu_lab.errors import NoDriver
 from gpu_lab.gpus.mig import validate_layout
-from gpu_lab.probe import READ_ONLY_CALLS, NoDriver, main, mig_memory_gb, probe
+from gpu_lab.probe import READ_ONLY_CALLS, main, mig_memory_gb, probe
 
 FIXTURES = Path(__file__).parent / "fixtures" / "nvml"
 

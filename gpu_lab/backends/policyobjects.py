@@ -25,14 +25,14 @@ import contextlib
 from collections.abc import Callable
 from typing import Any
 
-from ..errors import GpuLabError
+from ..errors import Forbidden, GpuLabError
 from ..kube import ApiError, KubeClient
 from ..model import creationorder as batch
 from ..model.disruptionbudget import PodView, parse_disruption_budget, status
 from ..model.limitrange import ANNOTATION, parse_limit_range
 from ..model.limitrange import admit as limit_range_admit
 from ..model.objects import Pod, compute_pod_requests
-from ..model.parse import Forbidden, _container, internal_resources
+from ..model.parse import _container, internal_resources
 from ..model.resourcequota import Ledger, from_status, matched, parse_resource_quota, used_by
 from ..names import TERMINAL_PHASES
 

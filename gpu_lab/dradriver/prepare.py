@@ -25,15 +25,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import GpuLabError
+from ..errors import NotPrepared
 from .resourceslices import DRIVER, PublishedDevice
 
 #: CDI vendor and class of NVIDIA's claim specs (``cdi.go``: cdiVendor, cdiClaimClass)
 CDI_KIND = "k8s.gpu.nvidia.com/claim"
-
-
-class NotPrepared(GpuLabError):
-    """A claim of the pod cannot be prepared yet (the kubelet's message)."""
 
 
 @dataclass

@@ -60,7 +60,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import GpuLabError
+from ..errors import DeviceListTooLarge, GpuLabError
 from ..names import GPU_RESOURCE, stable_uid
 from .catalog import GpuModel, get_model
 from .mig import geometry, profiles, validate_layout
@@ -159,17 +159,6 @@ def parse_sharing(raw: Any, where: str = "sharing") -> Sharing:
         replicated[name] = n
     return Sharing(_CONFIG_KEY[key], replicated.get(GPU_RESOURCE, 1), rename, fail,
                    tuple(replicated.items()))
-
-
-class DeviceListTooLarge(GpuLabError):
-    """A resource with more devices than a ListAndWatch response can carry."""
-
-    def __init__(self, resource: str, devices: int, replicas: int, size: int):
-        self.resource, self.devices, self.replicas, self.size = resource, devices, replicas, size
-        super().__init__(
-            f"{devices} {resource} devices x {replicas} replicas make a ListAndWatch response of "
-            f"{size} bytes, which the kubelet refuses (grpc: received message larger than max "
-            f"({size} vs. {GRPC_MAX_RECEIVE})), so the node would advertise no {resource}")
 
 
 def _varint_len(n: int) -> int:
@@ -349,7 +338,7 @@ def gpu_node_state(
         if n > 1 and ids:
             size = list_and_watch_bytes([len(i) for i in ids], n)
             if size > GRPC_MAX_RECEIVE:
-                raise DeviceListTooLarge(share.advertised(res), len(ids), n, size)
+                raise DeviceListTooLarge(share.advertised(res), len(ids), n, size, GRPC_MAX_RECEIVE)
     for res, ids in resources.items():
         n = share.replicas_for(res)
         devices[share.advertised(res)] = [f"{i}::{r}" for i in ids for r in range(n)] if n > 1 else list(ids)

@@ -77,31 +77,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import cache, lru_cache
 
-from ..errors import GpuLabError
+from ..errors import ImpossibleLayout, MigError, MigNotSupported, UnknownMigProfile
 from .catalog import MODELS, get_model
 
 MEMORY_SLICES = 8
 COMPUTE_SLICES = 7
-
-
-class MigError(GpuLabError):
-    """Base for MIG input errors (unknown GPU/profile, GPU without MIG)."""
-
-
-class MigNotSupported(MigError):
-    """The GPU model has no MIG (T4, L4, A10G, L40S)."""
-
-
-class UnknownMigProfile(MigError):
-    """A profile name the GPU model does not offer."""
-
-
-class ImpossibleLayout(GpuLabError):
-    """Known profiles that cannot share one GPU; ``reason`` says why."""
-
-    def __init__(self, model: str, profiles: tuple[str, ...], reason: str):
-        self.model, self.profiles, self.reason = model, profiles, reason
-        super().__init__(reason)
 
 
 @dataclass(frozen=True)

@@ -18,8 +18,8 @@ import io
 import json
 import sys
 
-from ..errors import GpuLabError
-from .mig import ImpossibleLayout, all_layouts, geometry, maximal_layouts, validate_layout
+from ..errors import GpuLabError, ImpossibleLayout
+from .mig import all_layouts, geometry, maximal_layouts, validate_layout
 from .migparted import predefined
 from .planner import plan, read_services_csv
 

@@ -46,8 +46,8 @@ from typing import Any
 
 import yaml
 
-from ..errors import GpuLabError
-from .mig import GEOMETRIES, ImpossibleLayout, MigError, geometry, validate_layout
+from ..errors import ImpossibleLayout, MigError, MigPartedError
+from .mig import GEOMETRIES, geometry, validate_layout
 
 VERSION = "v1"
 ENTRY_FIELDS = ("device-filter", "devices", "mig-enabled", "mig-devices")
@@ -58,10 +58,6 @@ BALANCED = {
     "H100-80GB": {"1g.10gb": 2, "2g.20gb": 1, "3g.40gb": 1},
     "H200-141GB": {"1g.18gb": 2, "2g.35gb": 1, "3g.71gb": 1},
 }
-
-
-class MigPartedError(GpuLabError):
-    """A malformed or invalid mig-parted file, or an unknown config name."""
 
 
 @dataclass(frozen=True)

@@ -48,7 +48,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import GpuLabError
+from ..errors import GpuLabError, PlanError
 from .catalog import get_model
 from .mig import (
     COMPUTE_SLICES,
@@ -64,10 +64,6 @@ HOURS_PER_MONTH = 730
 CSV_COLUMNS = ("name", "memory_gb", "compute_slices", "replicas")
 NODE_LIMIT = 200_000
 WHOLE = "whole-gpu"  # profile name used for replicas that need MIG disabled
-
-
-class PlanError(GpuLabError):
-    """Bad services input or a service no GPU of the model can hold."""
 
 
 @dataclass(frozen=True)

@@ -14,9 +14,10 @@ carries every request, and objects stay plain dicts, the API server's JSON.
 * :mod:`~gpu_lab.kube.errors`: API errors as one line in the API server's words
 """
 
+from ..errors import KubeconfigError
 from .client import KubeClient
 from .errors import AlreadyExists, ApiError, Conflict, NotFound, Unreachable
-from .kubeconfig import Credentials, KubeconfigError
+from .kubeconfig import Credentials
 from .watch import CancellableWatch, WatchEvent
 
 __all__ = [

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from gpu_lab.errors import GpuLabError
+from ..errors import ExecCredentialError
 
 #: the versions client-go still accepts (v1alpha1 went in Kubernetes 1.24)
 API_VERSIONS = ("client.authentication.k8s.io/v1", "client.authentication.k8s.io/v1beta1")
@@ -51,10 +51,6 @@ DOCS = (
 #: kubectl waits for a plugin forever; gpu-lab never hangs, but a cloud CLI may take a while
 DEFAULT_TIMEOUT_S = 120.0
 _STDERR_CHARS = 400
-
-
-class ExecCredentialError(GpuLabError):
-    """An exec credential plugin that cannot be configured, run or understood (one line)."""
 
 
 @dataclass(frozen=True)

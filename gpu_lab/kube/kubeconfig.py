@@ -35,13 +35,8 @@ from kubernetes import client as k8s
 from kubernetes.config import ConfigException, load_incluster_config
 from kubernetes.config.kube_config import KubeConfigLoader
 
-from gpu_lab.errors import GpuLabError
-
+from ..errors import KubeconfigError
 from . import execcredential
-
-
-class KubeconfigError(GpuLabError):
-    """A kubeconfig that cannot be used (one line)."""
 
 
 @dataclass(frozen=True)

@@ -15,8 +15,9 @@ from typing import TYPE_CHECKING
 
 from ..deviceplugin.config import DevicePluginConfig, allocation_problem, allocation_refusal
 from ..deviceplugin.deviceids import visible_devices_env
+from ..errors import DeviceAllocationError
 from ..model.objects import is_extended_resource
-from .devicemanager import DeviceAllocationError, DeviceManager
+from .devicemanager import DeviceManager
 
 if TYPE_CHECKING:  # the Registration server needs gRPC; the simulator never passes one
     from .registration import KubeletServer

@@ -86,7 +86,11 @@ os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
 from ..dradriver import prepare as dra
 from ..dradriver import resourceslices as rs
 from ..dradriver.objects import is_dra
-from ..errors import GpuLabError  # noqa: E402
+from ..errors import (
+    DeviceAllocationError,
+    GpuLabError,  # noqa: E402
+    NodeAgentError,
+)
 from ..kube import (
     AlreadyExists,
     ApiError,
@@ -105,8 +109,8 @@ from . import migmanager
 from . import nodestatus as ns
 from . import podlifecycle as pl
 from .admission import REJECTED_PREFIX, admit_devices, fit_failure
-from .devicemanager import ENDPOINT_STOP_GRACE_PERIOD, DeviceAllocationError
-from .node import AgentNode, NodeAgentError, PodState
+from .devicemanager import ENDPOINT_STOP_GRACE_PERIOD
+from .node import AgentNode, PodState
 
 log = logging.getLogger("gpu_lab.nodeagent")
 

@@ -24,7 +24,6 @@ from typing import Any
 
 from .. import processes as procs
 from ..errors import GpuLabError, LocalClusterError
-from .agent import agent_state_files, nodes_of
 
 AGENT = "nodeagent"
 AGENT_MODULE = "gpu_lab.kubelet.agent"
@@ -127,6 +126,7 @@ def _last_line(text: str) -> str:
 def start(lab, scenario: str | Path, timeout: float = 60.0,
           progress: Callable[[str], object] | None = None) -> str:
     """(Re)start the node agent for ``scenario``'s nodes; return its "ready" line."""
+    from .agent import nodes_of  # start-up: the lab's CLI loads the agent's model only to start one
 
     scenario = str(Path(scenario).absolute())
     stop(lab)
@@ -172,6 +172,7 @@ def start(lab, scenario: str | Path, timeout: float = 60.0,
 
 def agent_states(lab) -> list[dict[str, Any]]:
     """The state files of the lab's node agents: each one's document plus ``path``."""
+    from .agent import agent_state_files  # start-up, as above
 
     out = []
     for f in agent_state_files(work_dir(lab)):

@@ -46,23 +46,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..deviceplugin.deviceids import HEALTHY, preferred_allocation
-from ..errors import GpuLabError
+from ..errors import DeviceAllocationError, GpuLabError
 
 ENDPOINT_STOP_GRACE_PERIOD = 5 * 60.0  # seconds; the kubelet's endpointStopGracePeriod
-
-
-class DeviceAllocationError(GpuLabError, RuntimeError):
-    """The device manager cannot give a container its devices.
-
-    ``str(err)`` is the device manager's message; ``admission_message`` is what
-    the kubelet writes on the pod it rejects (reason ``UnexpectedAdmissionError``).
-    """
-
-    reason = "UnexpectedAdmissionError"
-
-    @property
-    def admission_message(self) -> str:
-        return f"Allocate failed due to {self}, which is unexpected"
 
 
 # ------------------------------------------------------------------ the manager

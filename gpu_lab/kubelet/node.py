@@ -30,7 +30,7 @@ import yaml
 from ..deviceplugin.config import DevicePluginConfig, parse_config
 from ..deviceplugin.plugin import KUBELET_SOCKET, MAX_SOCKET_PATH, advertised_devices, socket_name
 from ..dradriver.resourceslices import DRIVER, PublishedDevice, is_dra_node, published_devices
-from ..errors import GpuLabError
+from ..errors import GpuLabError, NodeAgentError
 from ..gpus.migparted import resolve
 from ..model.nodepool import MIG_CONFIG_LABEL
 from ..model.objects import Node
@@ -42,10 +42,6 @@ from .pluginprocess import PluginProcess
 from .registration import KubeletServer
 
 log = logging.getLogger("gpu_lab.nodeagent")
-
-
-class NodeAgentError(GpuLabError):
-    """The node agent cannot start or do what it was asked (one line)."""
 
 
 @dataclass

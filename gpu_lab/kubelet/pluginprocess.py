@@ -20,7 +20,6 @@ import threading
 import time
 from pathlib import Path
 
-from ..deviceplugin import plugin
 from ..errors import GpuLabError
 
 STOP_TIMEOUT_S = 5.0
@@ -133,6 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     if os.getppid() != parent:
         return 1  # the agent died before we started
     threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
+    from ..deviceplugin import plugin  # a process entry: the parent watch starts first
 
     try:
         return plugin.main(args[3:])

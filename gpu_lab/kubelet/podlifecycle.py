@@ -18,11 +18,10 @@ import datetime as dt
 from collections.abc import Mapping
 from typing import Any
 
-from ..errors import GpuLabError
+from ..errors import GpuLabError, QuantityError
 from ..model.duration import DURATION_ANNOTATION, parse_duration  # noqa: F401
 from ..model.objects import ContainerResources, Pod, compute_pod_requests
 from ..model.parse import internal_resources
-from ..model.quantity import QuantityError
 from ..names import DEVICES_ANNOTATION  # noqa: F401  (the node agent and tests read it here)
 
 #: same annotation and Go-duration syntax as the simulator (gpu_lab.backends.sim)

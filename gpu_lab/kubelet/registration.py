@@ -43,8 +43,9 @@ import grpc
 
 from ..deviceplugin import stubs
 from ..deviceplugin.plugin import API_VERSION, KUBELET_SOCKET, MAX_SOCKET_PATH
+from ..errors import DeviceAllocationError
 from ..model.objects import is_extended_resource
-from .devicemanager import DeviceAllocationError, DeviceManager
+from .devicemanager import DeviceManager
 
 CHECKPOINT = "kubelet_internal_checkpoint"
 SUPPORTED_VERSIONS = (API_VERSION,)

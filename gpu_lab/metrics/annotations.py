@@ -15,8 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import InvalidObject
-from ..model.quantity import QuantityError, parse_quantity
+from ..errors import InvalidObject, QuantityError
+from ..model.quantity import parse_quantity
 
 UTILIZATION_ANNOTATION = "gpulab.dev/gpu-utilization"
 MEMORY_ANNOTATION = "gpulab.dev/gpu-memory"

@@ -13,10 +13,10 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import GpuLabError, InvalidObject
+from ..errors import Forbidden, GpuLabError, InvalidObject
 from . import validation as v
 from .objects import Pod, compute_pod_requests, spec_memo
-from .parse import Forbidden, _container, internal_amount, pod_defaults
+from .parse import _container, internal_amount, pod_defaults
 from .quantity import format_quantity
 
 API_VERSION = "v1"

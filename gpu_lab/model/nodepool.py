@@ -92,21 +92,26 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal, NoReturn, overload
 
-from ..errors import GpuLabError, InvalidObject
+from ..errors import (
+    DeviceListTooLarge,
+    GpuLabError,
+    InvalidNodePool,
+    MigPartedError,
+    QuantityError,
+)
 from ..gpus.catalog import get_model
 from ..gpus.labels import (
     MAX_GPUS_PER_NODE,
     MIG_STRATEGIES,
-    DeviceListTooLarge,
     GpuNodeState,
     gpu_node_state,
     parse_sharing,
 )
-from ..gpus.migparted import MigPartedError, resolve
+from ..gpus.migparted import resolve
 from ..names import POOL_LABEL
 from .duration import parse_duration
 from .objects import TAINT_EFFECTS, Node, Taint, is_extended_resource
-from .quantity import QuantityError, milli_value, parse_quantity, value
+from .quantity import milli_value, parse_quantity, value
 
 API_VERSION = "gpulab.dev/v1alpha1"
 KIND = "NodePool"
@@ -131,23 +136,6 @@ _DNS1123_SUBDOMAIN = rf"{_DNS1123_LABEL}(\.{_DNS1123_LABEL})*"
 _LABEL_NAME = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]"
 _LABEL_MSG = ("must consist of alphanumeric characters, '-', '_' or '.', and must start and end "
               f"with an alphanumeric character (regex used for validation is '{_LABEL_NAME}')")
-
-
-class InvalidNodePool(InvalidObject):
-    """A NodePool with errors; ``errors`` lists them all, in spec field order.
-
-    The API server's aggregate, as for Pods: one error bare
-    (``NodePool "x" is invalid: <error>``), several in brackets
-    (``NodePool "x" is invalid: [<e1>, <e2>]``).
-    """
-
-    def __init__(self, name: str, errors: list[str]):
-        self.kind, self.name, self.errors = KIND, name, list(errors)
-        if len(self.errors) == 1:
-            message = f'{KIND} "{name}" is invalid: {self.errors[0]}'
-        else:
-            message = f'{KIND} "{name}" is invalid: [' + ", ".join(self.errors) + "]"
-        GpuLabError.__init__(self, message)
 
 
 class _Stop(Exception):

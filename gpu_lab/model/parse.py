@@ -14,7 +14,7 @@ import random
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from ..errors import GpuLabError, InvalidObject
+from ..errors import Forbidden, GpuLabError, InvalidObject
 from ..names import stable_uid
 from . import validation as v
 from .objects import (
@@ -38,15 +38,6 @@ PREEMPT_LOWER = "PreemptLowerPriority"
 MAX_INT64 = 2**63 - 1
 # utilrand's alphabet: no vowels (no accidental words), no confusable 0/1/3.
 NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
-
-
-class Forbidden(InvalidObject):
-    """An admission plugin's refusal, worded ``pods "x" is forbidden: <reason>``."""
-
-    def __init__(self, resource: str, name: str, reason: str):
-        GpuLabError.__init__(self, f'{resource} "{name}" is forbidden: {reason}' if name
-                             else f"{resource} is forbidden: {reason}")
-        self.kind, self.name, self.errors = resource, name, [reason]
 
 
 def name_suffix(seed: str, length: int = 5) -> str:

@@ -20,10 +20,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import GpuLabError, InvalidObject
+from ..errors import Forbidden, GpuLabError, InvalidObject
 from . import validation as v
 from .objects import Pod
-from .parse import SYSTEM_PRIORITY_CLASSES, Forbidden
+from .parse import SYSTEM_PRIORITY_CLASSES
 from .validation.errors import json_kind
 
 API_VERSION = "scheduling.k8s.io/v1beta1"

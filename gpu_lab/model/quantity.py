@@ -12,7 +12,7 @@ import math
 import re
 from fractions import Fraction
 
-from ..errors import GpuLabError
+from ..errors import QuantityError
 
 # The API server's own pattern and message for a malformed quantity.
 QUANTITY_PATTERN = r"^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$"
@@ -31,10 +31,6 @@ _DECIMAL = {
     "E": Fraction(10**18),
 }
 _NUMBER_RE = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)$")
-
-
-class QuantityError(GpuLabError):
-    pass
 
 
 def parse_quantity(value: object) -> Fraction:

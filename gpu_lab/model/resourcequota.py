@@ -16,11 +16,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import GpuLabError, InvalidObject
+from ..errors import Forbidden, GpuLabError, InvalidObject
 from ..names import TERMINAL_PHASES
 from . import validation as v
 from .objects import Pod
-from .parse import Forbidden, internal_amount
+from .parse import internal_amount
 from .quantity import format_quantity
 
 API_VERSION = "v1"

@@ -16,7 +16,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import GpuLabError, InvalidObject
+from ..errors import Forbidden, GpuLabError, InvalidObject
 from . import validation as v
 from .autoscaler import parse_autoscaler
 from .disruptionbudget import parse_disruption_budget
@@ -25,7 +25,7 @@ from .kueue.manifests import parse_kueue
 from .limitrange import parse_limit_range
 from .nodepool import node_from_manifest
 from .objects import Node, Pod
-from .parse import SYSTEM_PRIORITY_CLASSES, Forbidden, NameGenerator, parse_pod
+from .parse import SYSTEM_PRIORITY_CLASSES, NameGenerator, parse_pod
 from .podgroup import KINDS as GANG_KINDS
 from .podgroup import RESOURCES as GANG_RESOURCES
 from .podgroup import PodGroup, parse_pod_group, validate_workload

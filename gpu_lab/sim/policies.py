@@ -19,12 +19,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..errors import GpuLabError
+from ..errors import Forbidden, GpuLabError
 from ..model.disruptionbudget import DisruptionBudget, PodView, allowed
 from ..model.limitrange import LimitRange
 from ..model.limitrange import admit as limit_range_admit
 from ..model.objects import Pod
-from ..model.parse import Forbidden
 from ..model.resourcequota import Ledger, ResourceQuota, used_by
 
 if TYPE_CHECKING:

@@ -8,8 +8,9 @@ import pytest
 
 from gpu_lab.dradriver import prepare as dra
 from gpu_lab.dradriver import resourceslices as rs
+from gpu_lab.errors import InvalidNodePool
 from gpu_lab.gpus.labels import gpu_uuids
-from gpu_lab.model.nodepool import InvalidNodePool, expand_node_pool
+from gpu_lab.model.nodepool import expand_node_pool
 
 
 def pool(spec: dict, name: str = "gpus"):

@@ -24,14 +24,9 @@ from realcluster import require_controlplane
 from gpu_lab.backends.kubeconfig import MANAGED_LABEL, OWNED_LABEL
 from gpu_lab.backends.kubeconfig.inventory import inventory, mig_summary, read_inventory
 from gpu_lab.backends.kubeconfig.inventory import main as inventory_main
-from gpu_lab.backends.kubeconfig.session import (
-    KubeconfigSession,
-    NamespaceRefused,
-    NodeChangeRefused,
-    check_node_change,
-)
+from gpu_lab.backends.kubeconfig.session import KubeconfigSession, check_node_change
 from gpu_lab.backends.local.build import DEFAULT_VERSION
-from gpu_lab.errors import GpuLabError
+from gpu_lab.errors import GpuLabError, NamespaceRefused, NodeChangeRefused
 from gpu_lab.kube import NotFound
 from gpu_lab.kubelet.nodestatus import conditions, lease_object, micro_time, rfc3339
 

@@ -30,15 +30,10 @@ from realcluster import require_controlplane
 import gpu_lab
 from gpu_lab.backends.kubeconfig.session import open_client
 from gpu_lab.backends.local.certs import make_ca
-from gpu_lab.errors import GpuLabError
+from gpu_lab.errors import ExecCredentialError, GpuLabError
 from gpu_lab.kube import ApiError, KubeClient
 from gpu_lab.kube import kubeconfig as kc
-from gpu_lab.kube.execcredential import (
-    ExecConfig,
-    ExecCredentialError,
-    ExecPlugin,
-    parse_config,
-)
+from gpu_lab.kube.execcredential import ExecConfig, ExecPlugin, parse_config
 
 V1 = "client.authentication.k8s.io/v1"
 V1BETA1 = "client.authentication.k8s.io/v1beta1"

@@ -23,12 +23,12 @@ from pathlib import Path
 import pytest
 from realcluster import require_controlplane
 
+from gpu_lab.errors import DeviceAllocationError
 from gpu_lab.kube import AlreadyExists
 from gpu_lab.kubelet import nodestatus as ns
 from gpu_lab.kubelet import podlifecycle as pl
 from gpu_lab.kubelet.admission import admission_error_message, fit_failure
 from gpu_lab.kubelet.agent import AgentNode, NodeAgent, nodes_of
-from gpu_lab.kubelet.devicemanager import DeviceAllocationError
 from gpu_lab.model.scenario import load_scenario
 
 REPO = Path(__file__).resolve().parents[2]

@@ -14,7 +14,8 @@ import yaml
 import gpu_lab
 from gpu_lab.curriculum.drill import bank as bank_mod
 from gpu_lab.curriculum.drill.cli import main as drill_main
-from gpu_lab.curriculum.drill.state import DrillError, MockInterview, QuizState, clock_text
+from gpu_lab.curriculum.drill.state import MockInterview, QuizState, clock_text
+from gpu_lab.errors import DrillError
 
 drill = gpu_lab.drill
 LESSONS = Path(__file__).resolve().parents[2] / "lessons"

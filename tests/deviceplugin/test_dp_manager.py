@@ -3,11 +3,8 @@
 import pytest
 
 from gpu_lab.deviceplugin.deviceids import preferred_allocation, visible_devices_env
-from gpu_lab.kubelet.devicemanager import (
-    ENDPOINT_STOP_GRACE_PERIOD,
-    DeviceAllocationError,
-    DeviceManager,
-)
+from gpu_lab.errors import DeviceAllocationError
+from gpu_lab.kubelet.devicemanager import ENDPOINT_STOP_GRACE_PERIOD, DeviceManager
 
 GPU = "nvidia.com/gpu"
 IDS = [f"GPU-{i}" for i in range(4)]

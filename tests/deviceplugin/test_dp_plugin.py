@@ -17,9 +17,8 @@ from gpu_lab.deviceplugin.plugin import (
     resolve_mig_config,
     socket_name,
 )
-from gpu_lab.errors import GpuLabError
+from gpu_lab.errors import DeviceAllocationError, GpuLabError
 from gpu_lab.gpus.labels import gpu_node_state
-from gpu_lab.kubelet.devicemanager import DeviceAllocationError
 from gpu_lab.kubelet.registration import KubeletServer
 from gpu_lab.model.nodepool import expand_node_pool
 

@@ -12,8 +12,9 @@ import pytest
 import yaml
 
 from gpu_lab.deviceplugin.plugin import HEALTH_FILE, socket_name
+from gpu_lab.errors import DeviceAllocationError
 from gpu_lab.gpus.labels import gpu_node_state
-from gpu_lab.kubelet.devicemanager import DeviceAllocationError, DeviceManager
+from gpu_lab.kubelet.devicemanager import DeviceManager
 from gpu_lab.kubelet.registration import KubeletServer
 from gpu_lab.model.nodepool import expand_node_pool
 

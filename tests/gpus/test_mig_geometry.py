@@ -6,16 +6,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpu_lab.errors import GpuLabError
+from gpu_lab.errors import GpuLabError, ImpossibleLayout, MigNotSupported, UnknownMigProfile
 from gpu_lab.gpus.catalog import MODELS
 from gpu_lab.gpus.mig import (
     COMPUTE_SLICES,
     GEOMETRIES,
     MEMORY_SLICES,
     MIG_MODELS,
-    ImpossibleLayout,
-    MigNotSupported,
-    UnknownMigProfile,
     all_layouts,
     geometry,
     is_valid_layout,

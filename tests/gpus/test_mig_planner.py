@@ -4,11 +4,11 @@ import random
 
 import pytest
 
+from gpu_lab.errors import PlanError
 from gpu_lab.gpus.catalog import MODELS
 from gpu_lab.gpus.mig import MIG_MODELS, geometry, validate_layout
 from gpu_lab.gpus.migparted import resolve
 from gpu_lab.gpus.planner import (
-    PlanError,
     Service,
     brute_force_gpus,
     plan,

@@ -3,11 +3,11 @@
 import pytest
 import yaml
 
+from gpu_lab.errors import MigPartedError
 from gpu_lab.gpus.mig import MIG_MODELS, geometry, validate_layout
 from gpu_lab.gpus.migparted import (
     BALANCED,
     MigConfigEntry,
-    MigPartedError,
     default_file,
     parse,
     predefined,

@@ -4,8 +4,8 @@ import re
 import pytest
 import yaml
 
-from gpu_lab.errors import GpuLabError, InvalidObject
-from gpu_lab.model.nodepool import InvalidNodePool, expand_node_pool, node_from_manifest
+from gpu_lab.errors import GpuLabError, InvalidNodePool, InvalidObject
+from gpu_lab.model.nodepool import expand_node_pool, node_from_manifest
 from gpu_lab.model.objects import Taint
 from gpu_lab.model.quantity import QUANTITY_PATTERN
 from gpu_lab.names import stable_uid

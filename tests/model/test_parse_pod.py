@@ -5,9 +5,9 @@ import copy
 import pytest
 import yaml
 
-from gpu_lab.errors import InvalidObject
+from gpu_lab.errors import Forbidden, InvalidObject
 from gpu_lab.model.objects import DEFAULT_MEMORY_REQUEST, DEFAULT_MILLI_CPU_REQUEST, HostPort
-from gpu_lab.model.parse import NAME_ALPHABET, Forbidden, parse_pod
+from gpu_lab.model.parse import NAME_ALPHABET, parse_pod
 from gpu_lab.model.validation import quantity_string
 from gpu_lab.names import stable_uid
 

@@ -5,8 +5,8 @@ import re
 import pytest
 import yaml
 
-from gpu_lab.errors import InvalidObject
-from gpu_lab.model.parse import NAME_ALPHABET, Forbidden
+from gpu_lab.errors import Forbidden, InvalidObject
+from gpu_lab.model.parse import NAME_ALPHABET
 from gpu_lab.model.workloads import expand_workload, pod_template_hash
 from gpu_lab.names import stable_uid
 

@@ -6,7 +6,7 @@ node patches, ``commands`` the exact docker/kind/kubectl commands and runs them,
 puts it together: ``KindCluster(name).plan(scenario)`` (no Docker needed) and ``.up()``.
 """
 
+from ...errors import KindError
 from .cluster import KindCluster, KindPlan
-from .config import KindError
 
 __all__ = ["KindCluster", "KindError", "KindPlan"]

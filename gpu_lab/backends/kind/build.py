@@ -52,9 +52,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from ...errors import BuildError, KindError
 from ...names import VERSION
 from ..local import build as cpbuild
-from .config import KIND_RELEASE, KindError
+from .config import KIND_RELEASE
 from .manifests import IMAGE as PLUGIN_IMAGE
 
 Progress = Callable[[str], object]
@@ -636,7 +637,7 @@ def build(repo: Path, progress: Progress = print, force: bool = False, go: bool 
     def go_binaries() -> dict[str, Path]:
         try:
             k8s = cpbuild.build((*cpbuild.ALL, *cpbuild.NODE_COMPONENTS), progress=progress, force=force)
-        except cpbuild.BuildError as err:
+        except BuildError as err:
             raise KindError(str(err)) from None
         return {**{k: Path(v) for k, v in k8s.items()}, **build_go_tools(progress, force)}
 

@@ -32,12 +32,12 @@ from typing import Any
 
 import yaml
 
+from ...errors import KindError
 from ...model.scenario import Scenario, load_scenario
 from ..local.cluster import default_home as home
 from . import commands as cmd
 from . import config as kc
 from . import manifests as mf
-from .config import KindError
 
 Progress = Callable[[str], object] | None
 

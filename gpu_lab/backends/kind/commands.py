@@ -43,9 +43,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from ...errors import KindError
 from ...model.nodepool import POOL_LABEL
 from .build import tool_path
-from .config import KIND_MIN_VERSION, KIND_RELEASE, KindError, Worker
+from .config import KIND_MIN_VERSION, KIND_RELEASE, Worker
 from .manifests import MANAGED_BY, NAMESPACE, NodePatch, daemonset_name
 
 WAIT_TIMEOUT = "180s"

@@ -37,7 +37,7 @@ from typing import Any
 
 import yaml
 
-from ...errors import GpuLabError
+from ...errors import KindError
 from ...model.nodepool import POOL_LABEL
 from ...model.objects import Node, Taint
 from ..kubeconfig import OWNED_LABEL
@@ -79,10 +79,6 @@ GFD_PREFIX = "nvidia.com/"
 # kind's own rule for cluster names (pkg/internal/apis/config/validate.go); we also keep
 # them short enough for "<name>-control-plane" and DNS labels
 _NAME = re.compile(r"^[a-z0-9]([a-z0-9.-]{0,38}[a-z0-9])?$")
-
-
-class KindError(GpuLabError):
-    """The kind backend cannot go on (one line, naming what is missing or wrong)."""
 
 
 def check_name(name: str) -> str:

@@ -15,7 +15,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from .config import KindError
+from ...errors import KindError
 
 CAP_SYS_RESOURCE = 24  # linux/capability.h
 RUNTIME_NAME = "gpu-lab-runc"

@@ -26,9 +26,9 @@ import json
 import subprocess
 from typing import Any
 
+from ...errors import KindError
 from ...kube import KubeClient
 from ..local import schedulerlog
-from .config import KindError
 
 NAMESPACE = "kube-system"
 #: the label kubeadm's static pod carries

@@ -40,7 +40,7 @@ from typing import Any, cast
 
 import pandas as pd
 
-from ...errors import GpuLabError
+from ...errors import GpuLabError, NamespaceRefused, NodeChangeRefused
 from ...kube import ApiError, KubeClient, NotFound
 from ...model import creationorder as batch
 from ...model.documents import load_documents
@@ -71,14 +71,6 @@ WORKLOAD_KINDS = {
     ("v1", "LimitRange"),
 }
 _SETTLED_REASONS = ("Unschedulable", "SchedulingGated")
-
-
-class NodeChangeRefused(GpuLabError):
-    """A change to a node gpu-lab does not own, without ``allow_node_changes``."""
-
-
-class NamespaceRefused(GpuLabError):
-    """An object outside gpu-lab's namespace, or a namespace gpu-lab did not create."""
 
 
 def check_node_change(node: dict, what: str, allow_node_changes: bool = False) -> None:

@@ -34,6 +34,8 @@ from pathlib import Path
 
 from gpu_lab.errors import GpuLabError
 
+from ...errors import BuildError, GoNotFoundError
+
 DEFAULT_VERSION = "v1.37.2"
 KUBE_COMPONENTS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
 ALL = ("etcd", *KUBE_COMPONENTS)
@@ -63,14 +65,6 @@ VERSION_TIMEOUT_S = 20
 STAMP = ".gpu-lab-build.json"
 
 Progress = Callable[[str], object]
-
-
-class BuildError(GpuLabError):
-    """The control plane binaries could not be built (one-line message)."""
-
-
-class GoNotFoundError(BuildError):
-    """No ``go`` on PATH and no usable binaries either."""
 
 
 # --------------------------------------------------------------------------- paths

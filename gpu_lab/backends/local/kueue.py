@@ -65,7 +65,7 @@ import yaml
 from gpu_lab.errors import GpuLabError
 
 from ... import processes as procs
-from ...errors import LocalClusterError
+from ...errors import BuildError, LocalClusterError
 from ...kube import ApiError, KubeClient, NotFound, Unreachable
 from ...model.duration import parse_duration
 from . import kueuebuild
@@ -662,7 +662,7 @@ def enable(lab: LocalCluster, st: KueueSettings | None = None, progress: Say | N
     if kb is None and build:
         try:
             kb = kueuebuild.build(st.version, progress=lambda m: say(f"  {m}"))
-        except kueuebuild.BuildError as err:  # the machine lacks something: not bad input
+        except BuildError as err:  # the machine lacks something: not bad input
             raise LocalClusterError(str(err)) from None
     with lab._lock(say):
         lab.connect()

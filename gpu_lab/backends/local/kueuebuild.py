@@ -31,6 +31,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from ...errors import BuildError, GoNotFoundError, KueueNotBuilt
 from . import build as b
 
 COMPONENT = "kueue"
@@ -50,12 +51,6 @@ MANIFEST_DIRS = (
 MANIFEST_FILES = ("config/default/kustomization.yaml",)
 MANIFESTS = "manifests"
 
-
-BuildError = b.BuildError
-
-
-class KueueNotBuilt(b.BuildError):
-    """No Kueue manager of the wanted version in the cache (one line naming the fix)."""
 
 
 @dataclass(frozen=True)
@@ -171,7 +166,7 @@ def module_zip(module_dir: Path, version: str) -> Path:
         doc = {}
     if res.returncode != 0 or not doc.get("Zip"):
         detail = doc.get("Error") or res.stderr.strip().splitlines()[-1:] or ["no output"]
-        raise b.BuildError(f"go mod download {MODULE}@{version} failed: {''.join(detail)}")
+        raise BuildError(f"go mod download {MODULE}@{version} failed: {''.join(detail)}")
     return Path(doc["Zip"])
 
 
@@ -194,7 +189,7 @@ def extract_manifests(zip_path: Path, version: str, dest: Path) -> int:
                 n += 1
     if not _complete(tmp):
         shutil.rmtree(tmp, ignore_errors=True)
-        raise b.BuildError(f"{zip_path} lacks Kueue's manifests ({', '.join(MANIFEST_DIRS)})")
+        raise BuildError(f"{zip_path} lacks Kueue's manifests ({', '.join(MANIFEST_DIRS)})")
     shutil.rmtree(dest, ignore_errors=True)
     os.replace(tmp, dest)
     return n
@@ -213,9 +208,9 @@ def build(
     heartbeat_s: float = 30.0,
 ) -> KueueInstall:
     """Build (or find) Kueue's manager and its manifests; one line of progress per step
-    and a heartbeat while ``go build`` runs. Raises :class:`~.build.BuildError`."""
+    and a heartbeat while ``go build`` runs. Raises :class:`~gpu_lab.errors.BuildError`."""
     if not re.match(r"^v\d+\.\d+\.\d+", version):
-        raise b.BuildError(f"not a Kueue release: {version!r} (expected v0.X.Y)")
+        raise BuildError(f"not a Kueue release: {version!r} (expected v0.X.Y)")
     root = Path(cache_dir).expanduser() if cache_dir is not None else b.default_cache_dir()
     out = output_dir(version, root)
 
@@ -233,7 +228,7 @@ def build(
             progress(f"kueue {version}: up to date ({found.binary})")
             return found
     if b.go_version() is None:
-        raise b.GoNotFoundError(f"Go toolchain not found: install Go >= {_min_go()} to build "
+        raise GoNotFoundError(f"Go toolchain not found: install Go >= {_min_go()} to build "
                                 f"Kueue {version} (`gpu-lab controlplane build --with kueue`)")
     gv = b.require_go({COMPONENT: version}, _min_go())
     progress(f"building kueue {version} with go {gv} into {out} (-p {jobs})")
@@ -252,7 +247,7 @@ def build(
         )
         got = module_version(binary)
         if got != version:
-            raise b.BuildError(f"{binary} was built from {MODULE} {got!r}, expected {version!r}")
+            raise BuildError(f"{binary} was built from {MODULE} {got!r}, expected {version!r}")
         progress(f"[2/2] kueue manifests (CRDs, webhooks) from the {MODULE}@{version} module zip")
         n = extract_manifests(module_zip(module_dir, version), version, out / MANIFESTS)
         progress(f"  {n} files -> {out / MANIFESTS}")

@@ -10,7 +10,8 @@ from __future__ import annotations
 from importlib import import_module
 from typing import Any
 
-from .feedback import Checklist, Feedback, LabCheckFailed
+from ...errors import LabCheckFailed
+from .feedback import Checklist, Feedback
 
 _LABS = ("lab01", "lab02", "lab03", "lab04", "lab05", "lab06", "lab07", "lab08", "lab09")
 

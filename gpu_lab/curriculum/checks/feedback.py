@@ -12,9 +12,7 @@ from __future__ import annotations
 import html
 from dataclasses import dataclass, field
 
-
-class LabCheckFailed(AssertionError):
-    """A lab requirement is not met; the message lists what is missing and why."""
+from ...errors import LabCheckFailed
 
 
 @dataclass

@@ -18,7 +18,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .feedback import Checklist, Feedback, LabCheckFailed
+from ...errors import LabCheckFailed
+from .feedback import Checklist, Feedback
 
 __all__ = ["CLUSTER", "NAMESPACE", "check_diagnosis", "check_recovery", "paged_cluster"]
 

@@ -14,19 +14,9 @@ from __future__ import annotations
 from importlib import import_module
 from typing import Any
 
-from .bank import (
-    LEVELS,
-    TOPICS,
-    BankError,
-    Question,
-    get,
-    levels,
-    load_bank,
-    questions,
-    topics,
-    validate_bank,
-)
-from .state import MARKS, DrillError, MockInterview, QuizState
+from ...errors import BankError, DrillError
+from .bank import LEVELS, TOPICS, Question, get, levels, load_bank, questions, topics, validate_bank
+from .state import MARKS, MockInterview, QuizState
 
 _WIDGETS = ("quiz", "mock_interview", "Quiz", "MockInterviewView")
 

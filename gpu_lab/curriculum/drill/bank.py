@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from ...errors import GpuLabError
+from ...errors import BankError
 
 BANK_PATH = Path(__file__).with_name("bank.yaml")
 
@@ -45,10 +45,6 @@ _LESSON = re.compile(r"^\d\d_[a-z0-9_]+\.ipynb$")
 _SEE_ALSO = re.compile(r"^\d\d_[a-z0-9_]+$")
 # The repository's lessons/ folder (absent when gpu_lab is installed from a wheel).
 REPO_LESSONS = Path(__file__).resolve().parents[3] / "lessons"
-
-
-class BankError(GpuLabError):
-    """The question bank (or a file given in its place) does not validate."""
 
 
 @dataclass(frozen=True)

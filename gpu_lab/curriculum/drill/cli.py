@@ -17,7 +17,8 @@ import sys
 import textwrap
 from pathlib import Path
 
-from .bank import LEVELS, TOPICS, BankError, parse_bank, questions, validate_bank
+from ...errors import BankError
+from .bank import LEVELS, TOPICS, parse_bank, questions, validate_bank
 
 
 class _UsageError(Exception):

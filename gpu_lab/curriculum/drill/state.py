@@ -12,15 +12,12 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from .bank import LEVELS, TOPICS, BankError, Question
+from ...errors import DrillError
+from .bank import LEVELS, TOPICS, Question
 
 # Self-scores and the points each is worth.
 MARKS: dict[str, float] = {"got": 1.0, "partly": 0.5, "missed": 0.0}
 MARK_LABELS: dict[str, str] = {"got": "Got it", "partly": "Partly", "missed": "Missed", "skipped": "Skipped"}
-
-
-class DrillError(BankError):
-    """A drill action out of order (scoring a card twice, moving past the end, ...)."""
 
 
 @dataclass(frozen=True)

@@ -24,9 +24,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ...errors import GpuLabError, InvalidObject
+from ...errors import GpuLabError, InvalidObject, QuantityError
 from .. import validation as v
-from ..quantity import QuantityError
 from ..validation.quantities import parse as parse_quantity
 from ..validation.quantities import quantity_string
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ..quantity import QuantityError
+from ...errors import QuantityError
 from .errors import forbidden, invalid, required, wrong_type
 from .names import is_qualified_name
 from .quantities import parse, quantity_string, quantity_text

@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-from ...errors import GpuLabError
-from ...model.quantity import QuantityError, parse_quantity
+from ...errors import CelCompileError, QuantityError
+from ...model.quantity import parse_quantity
 from .celparse import CelSyntaxError, Node, SyntaxIssue, parse
 
 # --------------------------------------------------------------------------- types
@@ -96,14 +96,6 @@ _DECLS: dict[str, list[tuple[bool, tuple, Any]]] = {
     "int": [(False, (t,), "int") for t in ("int", "uint", "double", "string")],
     "double": [(False, (t,), "double") for t in ("int", "uint", "double", "string")],
 }
-
-
-class CelCompileError(GpuLabError):
-    """An expression the API server refuses; ``detail`` is its ``field.Invalid`` detail."""
-
-    def __init__(self, detail: str):
-        self.detail = detail
-        super().__init__(detail)
 
 
 class CelRuntimeError(Exception):

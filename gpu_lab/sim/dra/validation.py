@@ -16,11 +16,11 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import Any
 
-from ...errors import GpuLabError, InvalidObject
+from ...errors import CelCompileError, GpuLabError, InvalidObject, QuantityError
 from ...model import validation as v
 from ...model.objects import is_extended_resource
-from ...model.quantity import QuantityError, parse_quantity
-from .cel import CelCompileError, Semver, compile_selector
+from ...model.quantity import parse_quantity
+from .cel import Semver, compile_selector
 from .objects import (
     ALL,
     EXACT_COUNT,

@@ -5,11 +5,10 @@ import copy
 import pytest
 import yaml
 
-from gpu_lab.errors import GpuLabError
+from gpu_lab.errors import GpuLabError, InvalidNodePool
 from gpu_lab.gpus.catalog import get_model
 from gpu_lab.gpus.pricing import node_price_per_hour
 from gpu_lab.model.nodepool import (
-    InvalidNodePool,
     PoolAutoscaling,
     expand_node_pool,
     make_pool_node,

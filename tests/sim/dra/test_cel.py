@@ -8,7 +8,8 @@ from fractions import Fraction
 
 import pytest
 
-from gpu_lab.sim.dra.cel import CelCompileError, CelRuntimeError, Semver, compile_selector
+from gpu_lab.errors import CelCompileError
+from gpu_lab.sim.dra.cel import CelRuntimeError, Semver, compile_selector
 
 GPU = "gpu.nvidia.com"
 EXPECTING = ("{'[', '{', '(', '.', '-', '!', 'true', 'false', 'null', NUM_FLOAT, NUM_INT, NUM_UINT, "
