@@ -41,6 +41,7 @@ from .validation import (
     listing,
     mapping,
     negative,
+    opened,
     quantity_value,
 )
 
@@ -51,11 +52,7 @@ QUOTA_FIELDS = ("nominalQuota", "borrowingLimit", "lendingLimit")
 
 def parse_cluster_queue(doc: dict, version: str) -> ClusterQueue:
     meta = metadata_raw if isinstance(metadata_raw := doc.get("metadata"), dict) else {}
-    name = name_raw if isinstance(name_raw := meta.get("name"), str) else ""
-    s = Schema()
-    meta_errs = v.validate_object_meta(meta, namespaced=False)
-    s.errors += meta_errs
-    s.blocking = any(": Required value" in e for e in meta_errs)
+    name, s = opened(meta, namespaced=False)
     spec = mapping(s, doc.get("spec"), "spec")
     cohort_field = "cohort" if version == "v1beta1" else "cohortName"
     _schema(s, spec, cohort_field, version)

@@ -8,9 +8,8 @@ status and in its workloads' conditions.
 
 from __future__ import annotations
 
-from .. import validation as v
 from .objects import LocalQueue, WorkloadPriorityClass
-from .validation import NAME_PATTERN, Schema, check, mapping
+from .validation import NAME_PATTERN, check, mapping, opened
 
 STOP_POLICIES = ("None", "Hold", "HoldAndDrain")
 
@@ -18,11 +17,7 @@ STOP_POLICIES = ("None", "Hold", "HoldAndDrain")
 def parse_local_queue(doc: dict) -> LocalQueue:
     meta = dict(metadata_raw) if isinstance(metadata_raw := doc.get("metadata"), dict) else {}
     meta["namespace"] = meta.get("namespace") or "default"
-    name = name_raw if isinstance(name_raw := meta.get("name"), str) else ""
-    s = Schema()
-    meta_errs = v.validate_object_meta(meta)
-    s.errors += meta_errs
-    s.blocking = any(": Required value" in e for e in meta_errs)
+    name, s = opened(meta, namespaced=True)
     spec = mapping(s, doc.get("spec"), "spec")
     if spec.get("clusterQueue") is not None and not s.wrong_type("spec.clusterQueue", spec["clusterQueue"], "string"):
         s.pattern("spec.clusterQueue", spec["clusterQueue"], NAME_PATTERN, 253)
@@ -34,11 +29,7 @@ def parse_local_queue(doc: dict) -> LocalQueue:
 
 def parse_priority_class(doc: dict) -> WorkloadPriorityClass:
     meta = metadata_raw if isinstance(metadata_raw := doc.get("metadata"), dict) else {}
-    name = name_raw if isinstance(name_raw := meta.get("name"), str) else ""
-    s = Schema()
-    meta_errs = v.validate_object_meta(meta, namespaced=False)
-    s.errors += meta_errs
-    s.blocking = any(": Required value" in e for e in meta_errs)
+    name, s = opened(meta, namespaced=False)
     value = doc.get("value")
     if value is None:
         s.required("value")

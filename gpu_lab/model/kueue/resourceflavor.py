@@ -11,7 +11,7 @@ from __future__ import annotations
 from .. import validation as v
 from ..objects import Taint, Toleration
 from .objects import ResourceFlavor
-from .validation import NAME_PATTERN, Schema, check, deny, label_name, listing, mapping
+from .validation import NAME_PATTERN, check, deny, label_name, listing, mapping, opened
 
 WEBHOOK = "vresourceflavor.kb.io"
 EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
@@ -20,11 +20,7 @@ EFFECTS_MESSAGE = "supported taint effect values: 'NoSchedule', 'PreferNoSchedul
 
 def parse_resource_flavor(doc: dict) -> ResourceFlavor:
     meta = metadata_raw if isinstance(metadata_raw := doc.get("metadata"), dict) else {}
-    name = name_raw if isinstance(name_raw := meta.get("name"), str) else ""
-    s = Schema()
-    meta_errs = v.validate_object_meta(meta, namespaced=False)
-    s.errors += meta_errs
-    s.blocking = any(": Required value" in e for e in meta_errs)
+    name, s = opened(meta, namespaced=False)
     spec = mapping(s, doc.get("spec"), "spec")
     labels = mapping(s, spec.get("nodeLabels"), "spec.nodeLabels")
     if len(labels) > 8:

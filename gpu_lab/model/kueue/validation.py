@@ -102,6 +102,17 @@ class Schema:
         return self.errors + [v.invalid(p, kind, m) for p, ok, m, kind in self._rules if not ok]
 
 
+def opened(meta: dict, namespaced: bool) -> tuple[str, Schema]:
+    """An object's name and its schema, opened with the metadata checks the API server runs
+    first (a missing name or namespace stops the schema checks after it)."""
+    name = name_raw if isinstance(name_raw := meta.get("name"), str) else ""
+    s = Schema()
+    meta_errs = v.validate_object_meta(meta, namespaced=namespaced)
+    s.errors += meta_errs
+    s.blocking = any(": Required value" in e for e in meta_errs)
+    return name, s
+
+
 def check(kind: str, name: str, errors: list[str]) -> None:
     """The API server's refusal of an object its CRD schema rejects."""
     if errors:
