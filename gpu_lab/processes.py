@@ -8,6 +8,9 @@ A pid alone proves nothing: the process may be gone or its pid reused. A pid cou
 as one of ours only when ``/proc/<pid>/cmdline`` names the expected binary and carries
 a marker string (the lab directory, which every component's flags mention), and, when
 known, the kernel's start time of the process matches what was recorded at spawn.
+A child of this Python process that has not exited is known without ``/proc``: the
+kernel closes the exec error pipe (so ``Popen`` returns) before it sets the new argv,
+and a check in that window would read an empty cmdline and start the component twice.
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ from pathlib import Path
 _CHILDREN: dict[int, subprocess.Popen] = {}
 #: exit statuses of reaped children, for error messages
 _EXIT_CODES: dict[int, int] = {}
+#: argv and start time (read at spawn) of those children
+_SPAWNED: dict[int, tuple[list[str], int | None]] = {}
 
 LOG_ROTATE_BYTES = 20 * 1024 * 1024
 
@@ -40,6 +45,7 @@ def reap() -> None:
         if code is not None:
             _EXIT_CODES[pid] = code
             del _CHILDREN[pid]
+            _SPAWNED.pop(pid, None)
 
 
 def cmdline(pid: int) -> list[str] | None:
@@ -127,13 +133,14 @@ def is_ours(pid: int | None, binary_name: str, marker: str, started: int | None 
     if not pid:
         return False
     reap()
-    argv = cmdline(pid)
+    child = _SPAWNED.get(pid) if pid in _CHILDREN else None  # not reaped: still that process
+    argv = child[0] if child is not None else cmdline(pid)
     if not argv or os.path.basename(argv[0]) != binary_name:
         return False
     if not any(marker in a for a in argv[1:]):
         return False
     if started is not None:
-        now = start_time(pid)
+        now = child[1] if child is not None else start_time(pid)
         if now is not None and now != started:
             return False
     return True
@@ -216,7 +223,9 @@ def spawn(
         os.close(fd)
     _CHILDREN[p.pid] = p
     _EXIT_CODES.pop(p.pid, None)
-    return p.pid, start_time(p.pid)
+    started = start_time(p.pid)
+    _SPAWNED[p.pid] = (list(argv), started)
+    return p.pid, started
 
 
 def exited(pid: int) -> int | None:

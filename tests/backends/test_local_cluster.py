@@ -241,6 +241,28 @@ def test_a_pid_counts_only_when_it_is_our_binary_in_our_lab(tmp_path):
 
 
 @pytest.mark.skipif(not LINUX, reason="/proc")
+def test_a_child_still_in_exec_counts_as_ours(tmp_path, monkeypatch):
+    """Popen returns before the kernel sets the new argv: /proc/<pid>/cmdline is empty
+    for a moment. A check in that window once started kube-scheduler a second time."""
+    marker = str(tmp_path) + os.sep
+    argv = [sys.executable, "-c", "import time; time.sleep(30)", marker]
+    name = os.path.basename(sys.executable)
+    pid, started = procs.spawn(argv, tmp_path / "sleep.log")
+    try:
+        monkeypatch.setattr(procs, "cmdline", lambda _pid: None)  # the exec window
+        assert procs.is_ours(pid, name, marker, started)
+        assert procs.find(name, marker) == [pid]
+        assert not procs.is_ours(pid, "kube-scheduler", marker, started)
+        assert not procs.is_ours(pid, name, "/elsewhere/", started)
+        assert not procs.is_ours(pid, name, marker, started + 1)
+        procs._signal(pid, signal.SIGKILL)
+        procs.wait_gone(pid, started, 5)
+        assert not procs.is_ours(pid, name, marker, started)  # reaped: no longer a child
+    finally:
+        procs._signal(pid, signal.SIGKILL)
+
+
+@pytest.mark.skipif(not LINUX, reason="/proc")
 def test_status_calls_a_stale_pid_file_stopped(tmp_path):
     lab = cl.LocalCluster("stale", root=tmp_path)
     lab.pids_dir.mkdir(parents=True)
