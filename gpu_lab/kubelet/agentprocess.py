@@ -186,6 +186,22 @@ def agent_states(lab) -> list[dict[str, Any]]:
     return out
 
 
+def after_resume(doc: dict[str, Any], since: float, timeout: float = STALE_S) -> dict[str, Any]:
+    """``doc`` read again once its agent has written after ``since`` (wall time of a
+    SIGCONT): the heartbeat read before it is from before the agent was stopped, and would
+    call a resumed agent unhealthy. The last document read when ``timeout`` passes."""
+    deadline = time.monotonic() + timeout
+    while float(doc.get("heartbeat") or 0) < since and time.monotonic() < deadline:
+        time.sleep(0.1)
+        try:
+            new = json.loads(Path(doc["path"]).read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(new, dict) and new.get("pid") == doc["pid"]:
+            doc = {**new, "path": doc["path"]}
+    return doc
+
+
 def assess(doc: dict[str, Any], now: float | None = None) -> tuple[str, str]:
     """(state, detail) of one agent from its state file: ``healthy``, ``starting``,
     ``hung`` (stopped by a signal), ``unhealthy`` (no heartbeat) or ``stopped``."""

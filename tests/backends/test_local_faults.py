@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -259,6 +260,33 @@ def test_a_hung_component_is_named_and_up_resumes_it(lab, home):
     while not lab.healthy() and time.monotonic() < deadline:
         time.sleep(1)
     assert lab.healthy()
+
+
+def test_a_resumed_agent_is_judged_by_a_heartbeat_written_after_the_resume(tmp_path):
+    """Once seen in CI: an agent stopped for longer than STALE_S, resumed by `gpu-lab up`,
+    was judged by its heartbeat from before the stop, called unhealthy and replaced."""
+    path = tmp_path / "agent.json"
+    stopped_at = time.time() - 3 * agentprocess.STALE_S
+    before = {"pid": os.getpid(), "ready": True, "heartbeat": stopped_at, "path": str(path)}
+    path.write_text(json.dumps(before))
+    assert agentprocess.assess(before)[0] == "unhealthy"  # what the old code concluded
+
+    resumed_at = time.time()
+    def resumed_agent_writes():
+        time.sleep(0.3)
+        path.write_text(json.dumps({**before, "heartbeat": time.time(), "path": None}))
+    writer = threading.Thread(target=resumed_agent_writes)
+    writer.start()
+    doc = agentprocess.after_resume(before, resumed_at)
+    writer.join()
+    assert doc["heartbeat"] >= resumed_at and doc["path"] == str(path)
+    assert agentprocess.assess(doc)[0] == "healthy"
+
+    # one that never writes again is still unhealthy, after the wait
+    t0 = time.monotonic()
+    path.write_text(json.dumps(before))
+    assert agentprocess.assess(agentprocess.after_resume(before, time.time(), timeout=0.5))[0] == "unhealthy"
+    assert time.monotonic() - t0 >= 0.5
 
 
 @controlplane
