@@ -4,4 +4,4 @@
 # Arguments are passed through: --components kube-apiserver,etcd --cache-dir DIR --force
 set -eu
 cd "$(dirname "$0")/.."
-exec nice -n "${NICE:-10}" python3 -m gpu_lab.backends.local.build "$@"
+exec nice -n "${NICE:-10}" python3 -m gpu_lab.backends.local.buildcli "$@"

@@ -124,7 +124,7 @@ def cmd_bench(args) -> int:
 
 
 def cmd_controlplane(args) -> int:
-    from .backends.local.build import main
+    from .backends.local.buildcli import main
 
     rest = list(args.rest)
     if not rest or rest[0] != "build":

@@ -32,6 +32,8 @@ from .backends.kind import build as kb
 from .backends.kind import config as kc
 from .backends.local import build as b
 from .backends.local import kueuebuild as k
+from .errors import NoDriver
+from .probe import probe
 
 #: seconds a version query may take before it counts as broken
 TIMEOUT_S = 20
@@ -177,7 +179,6 @@ def check_packages() -> list[Check]:
 
 
 def check_controlplane() -> list[Check]:
-
     version = b.DEFAULT_VERSION
     etcd = b.etcd_version_for()
     where = b.default_cache_dir()
@@ -202,7 +203,6 @@ def check_controlplane() -> list[Check]:
 
 
 def check_kueue() -> Check:
-
     found = k.find_kueue()
     if found is not None:
         return Check("controlplane", "kueue", True, found.version, str(found.binary), required=False)
@@ -213,7 +213,6 @@ def check_kueue() -> Check:
 
 
 def check_go() -> Check:
-
     minimum = b._min_go()
     gv = b.go_version()
     ok = gv is not None and _at_least(gv, minimum)
@@ -281,9 +280,6 @@ def check_gpu(nvml=None) -> Check:
             return Check("gpu", "nvidia driver", True, driver,
                          f"{len(rows)} GPU(s): {', '.join(sorted(set(names)))} (nvidia-smi)")
     try:
-        from .errors import NoDriver
-        from .probe import probe
-
         result = probe(nvml)
     except NoDriver as exc:
         why = str(exc)

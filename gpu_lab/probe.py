@@ -421,8 +421,6 @@ def _gpu(r: _Reader, index: int) -> Gpu:
     model, match = catalog_match(name, total_mib)
     family = None
     if model:
-        from .gpus.catalog import get_model
-
         family = get_model(model).family
     elif cc is not None:
         family = arch_family(int(cc[0]), int(cc[1]))

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import BACKENDS, connect
 from .backends.sim import SimSession
+from .connection import BACKENDS, connect
 from .errors import NotSupported
 from .sim.outcome import DEFAULT_UNTIL, Simulation, until_seconds
 

@@ -42,7 +42,9 @@ from typing import Any, NoReturn
 import pandas as pd
 import yaml
 
-from .backends.kubeconfig.session import default_kubeconfig, open_client
+from .backends.kind.cluster import KindCluster
+from .backends.kubeconfig.connect import default_kubeconfig, open_client
+from .backends.local.cluster import LocalCluster
 from .errors import (
     GpuLabError,
     LocalClusterError,
@@ -199,8 +201,6 @@ def connect(
     if backend == "local":
         if kubeconfig is not None or context is not None:
             raise WorkshopInputError("--kubeconfig/--context are for --backend kubeconfig")
-        from .backends.local.cluster import LocalCluster
-        from .kube import KubeClient
 
         lab = LocalCluster(name, root=root).connect()
         return Workshop(KubeClient.from_kubeconfig(lab.kubeconfig()), name, backend)
@@ -208,7 +208,6 @@ def connect(
     if backend == "kind":
         if kubeconfig is not None:
             raise WorkshopInputError("--kubeconfig is for --backend kubeconfig; kind labs keep their own")
-        from .backends.kind.cluster import KindCluster
 
         kubeconfig = KindCluster(name, root=root).kubeconfig()
         if not Path(kubeconfig).is_file():
@@ -518,7 +517,6 @@ def provision(
 
 def _wait_for_service_account(ws: Workshop, i: int, name: str = SERVICE_ACCOUNT,
                               timeout: float = 10.0) -> bool:
-
     deadline = time.monotonic() + timeout
     while True:
         try:
@@ -661,7 +659,6 @@ def _participant_key(name: str) -> tuple[int, str]:
 
 
 def _remove_kubeconfigs(ws: Workshop, out: Path) -> list[str]:
-
     removed: list[str] = []
     if not out.is_dir():
         return removed
@@ -677,7 +674,6 @@ def _remove_kubeconfigs(ws: Workshop, out: Path) -> list[str]:
 
 
 def _wait_gone(ws: Workshop, names: list[str], timeout: float) -> list[str]:
-
     deadline = time.monotonic() + timeout
     left = list(names)
     while left and time.monotonic() < deadline:
@@ -768,7 +764,7 @@ def run(args: argparse.Namespace) -> int:
         if args.action == "status":
             df = status(ws)
             if args.chart:
-                from .viz import save
+                from .viz import save  # lazy: altair loads only for --chart
                 from .viz.workshop import workshop as chart
 
                 save(chart(df), args.chart)
@@ -786,7 +782,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in ("-h", "--help") or not argv:
         build_parser().print_help()

@@ -9,9 +9,7 @@ this package, starts without numpy.
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import Any
-
+from ..lazy import lazy_getattr
 from .catalog import MODELS
 
 _PUBLIC = {
@@ -50,14 +48,7 @@ __all__ = sorted([*_PUBLIC, "models"])
 
 def models() -> list:
     """Every catalogued GPU model, smallest memory first."""
-
     return sorted(MODELS.values(), key=lambda m: (m.memory_mib, m.name))
 
 
-def __getattr__(name: str) -> Any:
-    if name in _PUBLIC:
-        module, attr = _PUBLIC[name]
-        value = getattr(import_module(f".{module}", __name__), attr)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'gpu_lab.gpus' has no attribute {name!r}")
+__getattr__ = lazy_getattr(__name__, _PUBLIC, "gpu_lab.gpus")

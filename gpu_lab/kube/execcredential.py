@@ -37,6 +37,7 @@ from datetime import datetime
 from pathlib import Path
 
 from ..errors import ExecCredentialError
+from .pemfiles import materialise
 
 #: the versions client-go still accepts (v1alpha1 went in Kubernetes 1.24)
 API_VERSIONS = ("client.authentication.k8s.io/v1", "client.authentication.k8s.io/v1beta1")
@@ -236,7 +237,7 @@ class ExecPlugin:
         self.clock = clock
         self.timeout = timeout
         self.runs = 0  # how many times the plugin ran (tests and diagnostics read it)
-        self._write_pem = write_pem or _write_pem
+        self._write_pem = write_pem or materialise
         self._lock = threading.Lock()
         self._cached: ExecResult | None = None
 
@@ -328,12 +329,6 @@ class ExecPlugin:
             expires_at=expires_at,
         )
         return self._cached
-
-
-def _write_pem(data: bytes, suffix: str) -> str:
-    from .kubeconfig import materialise  # the kubeconfig module owns the 0600 temp files
-
-    return materialise(data, suffix)
 
 
 def _check_pair(cert_file: str, key_file: str) -> None:

@@ -20,11 +20,9 @@ and nothing secret is copied around.
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import ipaddress
 import os
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -142,25 +140,6 @@ def write(path: Path, text: str) -> Path:
     with os.fdopen(fd, "w") as f:
         f.write(text)
     os.replace(tmp, path)
-    return path
-
-
-_TEMP: list[str] = []
-
-
-@atexit.register
-def _cleanup() -> None:
-    for p in _TEMP:
-        with contextlib.suppress(OSError):
-            os.unlink(p)
-
-
-def materialise(data: bytes, suffix: str) -> str:
-    """``data`` (PEM) in a 0600 temp file, removed when the process exits."""
-    fd, path = tempfile.mkstemp(prefix="gpu-lab-kubeconfig-", suffix=suffix)
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
-    _TEMP.append(path)
     return path
 
 

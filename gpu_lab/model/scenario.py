@@ -23,13 +23,14 @@ from .disruptionbudget import parse_disruption_budget
 from .documents import Source, flatten, load_documents
 from .kueue.manifests import parse_kueue
 from .limitrange import parse_limit_range
-from .nodepool import node_from_manifest
+from .nodepool import expand_node_pool, node_from_manifest
 from .objects import Node, Pod
 from .parse import SYSTEM_PRIORITY_CLASSES, NameGenerator, parse_pod
 from .podgroup import KINDS as GANG_KINDS
 from .podgroup import RESOURCES as GANG_RESOURCES
 from .podgroup import PodGroup, parse_pod_group, validate_workload
 from .resourcequota import parse_resource_quota
+from .service import parse_service
 from .timing import check_timing
 from .workloads import WORKLOAD_KINDS, expand_workload
 
@@ -136,8 +137,6 @@ def _parse_scenario(docs, known_priority_classes, first_created, names) -> Scena
             devices += _device_count(sc.nodes[-1])
             _check_devices(devices, doc, "status.capacity")
         elif kind == "NodePool":
-            from .nodepool import expand_node_pool  # written alongside; imported when first needed
-
             nodes = expand_node_pool(doc, max_devices=MAX_DEVICES - devices)
             devices += sum(_device_count(n) for n in nodes)
             _claim(seen, "NodePool", "", _meta(doc).get("name"))
@@ -150,8 +149,6 @@ def _parse_scenario(docs, known_priority_classes, first_created, names) -> Scena
         elif gvk in DRA_KINDS:
             sc.dra.append(doc)
         elif gvk == SERVICE:
-            from .service import parse_service
-
             svc = parse_service(doc)
             _claim(seen, "Service", svc["namespace"], svc["name"])
             sc.services.append(svc)
@@ -262,7 +259,6 @@ def _policy(sc: Scenario, doc: dict, seen: set) -> None:
 
 
 def _node(doc: dict, seen: set) -> Node:
-
     node = node_from_manifest(doc)
     _claim(seen, "Node", "", node.name)
     return node

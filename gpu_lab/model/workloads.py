@@ -19,6 +19,7 @@ from typing import Any
 from ..errors import GpuLabError, InvalidObject
 from ..names import stable_uid
 from . import validation as v
+from .daemonset import expand_daemonset
 from .objects import Pod
 from .parse import NameGenerator
 from .podtemplate import (
@@ -33,6 +34,7 @@ from .podtemplate import (
     template_pod,
 )
 from .selectors import LabelSelector
+from .statefulset import expand_statefulset
 
 POD_TEMPLATE_HASH = "pod-template-hash"
 JOB_NAME = "batch.kubernetes.io/job-name"
@@ -68,12 +70,8 @@ def expand_workload(raw: dict, *, priority_classes: dict[str, dict] | None = Non
     if kind == "Job":
         return _job(raw, meta, spec, uid, priority_classes, first_created, names, max_pods)
     if kind == "StatefulSet":
-        from .statefulset import expand_statefulset
-
         return expand_statefulset(raw, meta, spec, uid, priority_classes, first_created, max_pods)
     if kind == "DaemonSet":
-        from .daemonset import expand_daemonset
-
         return expand_daemonset(raw, meta, spec, uid)
     return _replicated(raw, meta, spec, uid, priority_classes, first_created, names, max_pods)
 

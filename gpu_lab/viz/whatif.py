@@ -9,9 +9,11 @@ from typing import Any
 
 import altair as alt
 
+from ..connection import connect
 from ..errors import GpuLabError
 from ._common import make_title
 from .export import to_svg
+from .occupancy import occupancy
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 
@@ -54,9 +56,7 @@ class WhatIf:
     def session(self, label: str) -> Any:
         """The scheduled simulator session of one option (built once)."""
         if label not in self._labs:
-            import gpu_lab
-
-            lab = gpu_lab.connect("sim", deterministic=True)
+            lab = connect("sim", deterministic=True)
             for src in self.options[label]:
                 lab.apply(src)
             lab.schedule()
@@ -80,8 +80,6 @@ class WhatIf:
         if label not in self._charts:
             lab = self.session(label)
             if isinstance(self.chart, str):  # "occupancy", the one chart named by a string
-                from .occupancy import occupancy
-
                 c = occupancy(lab, title=self._heading(label))
             else:
                 c = self.chart(lab).properties(title=self._heading(label))
@@ -120,7 +118,6 @@ class WhatIf:
         return self._widget
 
     def _static_html(self) -> str:
-
         items = "".join(f"<li>{html.escape(k)}: <b>{v}</b> pods pending</li>"
                         for k, v in self.results.items())
         return (f'<div class="gpu-lab-whatif">{to_svg(self.static())}'

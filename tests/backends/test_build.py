@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from gpu_lab.backends.local import build as b
+from gpu_lab.backends.local import buildcli
 
 REPO = Path(__file__).resolve().parents[2]
 CONTROLPLANE = REPO / "controlplane"
@@ -305,7 +306,7 @@ def test_missing_go_is_a_clear_one_line_error(tmp_path, no_go):
 
 
 def test_main_reports_missing_go(tmp_path, no_go, capsys):
-    rc = b.main(["--components", "kube-scheduler", "--cache-dir", str(tmp_path), "--no-path"])
+    rc = buildcli.main(["--components", "kube-scheduler", "--cache-dir", str(tmp_path), "--no-path"])
     assert rc == 1
     err = capsys.readouterr().err
     assert err.startswith("error: Go toolchain not found")
@@ -373,7 +374,7 @@ def test_failed_build_is_one_line_and_leaves_no_binary(tmp_path, monkeypatch):
 
 def test_module_entry_point_help():
     res = subprocess.run(
-        [sys.executable, "-m", "gpu_lab.backends.local.build", "--help"],
+        [sys.executable, "-m", "gpu_lab.backends.local.buildcli", "--help"],
         capture_output=True,
         text=True,
         cwd=Path(b.__file__).parents[3],  # the checkout whose gpu_lab was imported

@@ -28,7 +28,7 @@ from cryptography.hazmat.primitives import serialization
 from realcluster import require_controlplane
 
 import gpu_lab
-from gpu_lab.backends.kubeconfig.session import open_client
+from gpu_lab.backends.kubeconfig.connect import open_client
 from gpu_lab.backends.local.certs import make_ca
 from gpu_lab.errors import ExecCredentialError, GpuLabError
 from gpu_lab.kube import ApiError, KubeClient

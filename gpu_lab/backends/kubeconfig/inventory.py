@@ -36,6 +36,7 @@ from ...names import GPU_RESOURCE
 from ..apiobjects import condition, node_row, requested_by_node
 from ..tables import NodeRow, nodes_frame
 from . import OWNED_LABEL
+from .connect import open_client
 
 NVIDIA = "nvidia.com/"
 MIG_RESOURCE_PREFIX = "nvidia.com/mig-"
@@ -331,8 +332,6 @@ def inventory(
 ) -> Inventory:
     """Read the GPU inventory of the cluster a kubeconfig points at (default: ``$KUBECONFIG``
     or ``~/.kube/config``; ``context`` default: its current-context). Changes nothing."""
-    from .session import open_client
-
     with open_client(kubeconfig, context) as client:
         return read_inventory(client, all_nodes=all_nodes)
 

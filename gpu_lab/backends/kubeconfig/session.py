@@ -33,7 +33,6 @@ refuses the apply with nothing created, in the API server's words).
 from __future__ import annotations
 
 import copy
-import os
 import time
 from pathlib import Path
 from typing import Any, cast
@@ -56,6 +55,7 @@ from ..events import EventRow, event_row
 from ..tables import NodeRow, PodRow
 from ..waiting import wait_settled
 from . import MANAGED_LABEL, OWNED_LABEL
+from .connect import open_client
 from .inventory import Inventory, read_inventory
 
 WORKLOAD_KINDS = {
@@ -89,23 +89,6 @@ def check_node_change(node: dict, what: str, allow_node_changes: bool = False) -
         f'refusing to change the {what} of node "{meta.get("name", "?")}": gpu-lab does not own '
         f"it (no label {OWNED_LABEL}=true); pass allow_node_changes=True to change it anyway"
     )
-
-
-def default_kubeconfig() -> Path:
-    """``$KUBECONFIG`` (its first entry) or ``~/.kube/config``, as kubectl looks."""
-    env = os.environ.get("KUBECONFIG", "")
-    first = next((p for p in env.split(os.pathsep) if p), None)
-    return Path(first or "~/.kube/config").expanduser()
-
-
-def open_client(
-    kubeconfig: Path | str | None = None, context: str | None = None, timeout: float = 30.0
-) -> KubeClient:
-    """A client for a kubeconfig's context. Client certificates, tokens and exec credential
-    plugins (EKS, GKE, AKS) work; a credential gpu-lab cannot send (an ``auth-provider``,
-    basic authentication) is refused with one line here, not as a later ``Unauthorized``."""
-    path = Path(kubeconfig).expanduser() if kubeconfig else default_kubeconfig()
-    return KubeClient.from_kubeconfig(path, context, timeout=timeout)
 
 
 class KubeconfigSession(Session):

@@ -30,8 +30,9 @@ from typing import Any
 from gpu_lab.errors import LocalClusterError
 
 from ... import processes as procs
+from ...kube import KubeClient
 from ...kubelet import agentprocess
-from . import flags, schedulerconfig, supervisor
+from . import flags, kueue, schedulerconfig, supervisor
 from .certs import KUBERNETES_SERVICE_IP
 from .components import (
     APISERVER,
@@ -119,8 +120,6 @@ class LocalCluster(LabDir):
 
     def full_status(self, check_health: bool = True) -> dict[str, ComponentStatus]:
         """:meth:`status` of the control plane, then :meth:`node_status`, then Kueue's."""
-        from . import kueue
-
         return {**self.status(check_health), **self.node_status(),
                 **kueue.status(self, check_health)}
 
@@ -157,8 +156,6 @@ class LocalCluster(LabDir):
                     raise LocalClusterError(
                         f"lab {self.name!r}: {c} is not healthy ({why}); {up} repairs it"
                     )
-        from . import kueue
-
         kueue.check(self)
         if agents:
             me = os.getpid()
@@ -192,8 +189,6 @@ class LocalCluster(LabDir):
 
     def client(self):
         """A :class:`~gpu_lab.kube.KubeClient` with the admin credentials."""
-        from ...kube import KubeClient
-
         return KubeClient.from_kubeconfig(self.kubeconfig())
 
     def peak_rss_kib(self) -> dict[str, int | None]:

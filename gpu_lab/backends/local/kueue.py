@@ -58,7 +58,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
@@ -70,8 +70,10 @@ from ...kube import ApiError, KubeClient, NotFound, Unreachable
 from ...model.duration import parse_duration
 from . import kueuebuild
 from . import ports as portlib
-from .cluster import LocalCluster
 from .components import HOST, ComponentStatus
+
+if TYPE_CHECKING:  # the lab passes itself in; it imports this module
+    from .cluster import LocalCluster
 
 NAME = "kueue"
 API_GROUP = "kueue.x-k8s.io"
@@ -103,7 +105,6 @@ class KueueSettings:
     feature_gates: dict[str, bool] = field(default_factory=dict)
 
     def __post_init__(self):
-
         what = "waitForPodsReady.timeout"
         if parse_duration(self.pods_ready_timeout, what) <= 0:
             raise GpuLabError(f'{what}: invalid duration "{self.pods_ready_timeout}": '

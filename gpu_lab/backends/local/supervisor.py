@@ -19,7 +19,7 @@ from gpu_lab.errors import LocalClusterError
 
 from ... import processes as procs
 from ...kubelet import agentprocess
-from . import flags, schedulerconfig
+from . import flags, kueue, schedulerconfig
 from . import ports as portlib
 from .certs import ensure_pki
 from .components import (
@@ -170,8 +170,6 @@ def down(lab: LocalCluster, say: Say, timeout: float, purge: bool) -> dict[str, 
     with lab._lock(say):
         if agentprocess.stop(lab, forget=purge):
             say("node agent stopped")
-        from . import kueue
-
         how = kueue.stop(lab, timeout, forget=purge)
         if how:
             say(f"  kueue: {how}")
@@ -396,8 +394,6 @@ def _on_exit(lab: LocalCluster, component: str, state: dict, retries: dict, say:
 
 def _repair_addons(lab: LocalCluster, say: Say) -> None:
     """Kueue, when this lab runs it (``gpu-lab up --with kueue``): started again."""
-    from . import kueue
-
     kueue.repair(lab, say)
 
 
@@ -408,12 +404,16 @@ def repair_agents(lab: LocalCluster, say: Say) -> None:
     cli_pid = agentprocess.recorded_pid(lab)
     again = False
     for doc in agentprocess.agent_states(lab):
-        pid = doc["pid"]
-        if procs.resume(pid):
+        pid, resumed_at = doc["pid"], time.time()
+        resumed = procs.resume(pid)
+        if resumed:
             say(f"  {NODEAGENT}: resumed pid {pid} (it was stopped by a signal)")
         for node, info in (doc.get("nodes") or {}).items():
             if procs.resume(info.get("plugin_pid")):
                 say(f"  {PLUGIN_PREFIX}{node}: resumed (it was stopped by a signal)")
+                resumed = True
+        if resumed:  # judge it by a heartbeat written since, not the one from before the stop
+            doc = agentprocess.after_resume(doc, resumed_at)
         st, why = agentprocess.assess(doc)
         if st == "stopped":
             Path(doc["path"]).unlink(missing_ok=True)

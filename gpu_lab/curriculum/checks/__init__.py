@@ -7,10 +7,8 @@ feedback. ``Checklist`` is the builder they share.
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import Any
-
 from ...errors import LabCheckFailed
+from ...lazy import lazy_getattr
 from .feedback import Checklist, Feedback
 
 _LABS = ("lab01", "lab02", "lab03", "lab04", "lab05", "lab06", "lab07", "lab08", "lab09")
@@ -18,9 +16,4 @@ _LABS = ("lab01", "lab02", "lab03", "lab04", "lab05", "lab06", "lab07", "lab08",
 __all__ = ["Checklist", "Feedback", "LabCheckFailed", *_LABS]
 
 
-def __getattr__(name: str) -> Any:
-    if name in _LABS:
-        module = import_module(f".{name}", __name__)
-        globals()[name] = module
-        return module
-    raise AttributeError(f"module 'gpu_lab.labs' has no attribute {name!r}")
+__getattr__ = lazy_getattr(__name__, {lab: (lab, None) for lab in _LABS}, "gpu_lab.labs")

@@ -18,6 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ...connection import connect
 from ...errors import LabCheckFailed
 from .feedback import Checklist, Feedback
 
@@ -77,10 +78,9 @@ def paged_cluster(backend: str = "sim", **options: Any):
 
     ``options`` go to ``gpu_lab.connect`` (``deterministic=True`` unless given).
     """
-    import gpu_lab
 
     options.setdefault("deterministic", True)
-    lab = gpu_lab.connect(backend, **options)
+    lab = connect(backend, **options)
     if backend != "sim":
         lab.reset()
     lab.apply(CLUSTER)

@@ -21,6 +21,8 @@ from typing import Any
 
 import yaml
 
+from ...connection import connect
+from ...viz.cost import fleet_cost
 from .feedback import Checklist, Feedback
 
 TITLE = "Lab 05"
@@ -79,13 +81,12 @@ def busy_gpu_nodes(lab: Any) -> dict[str, int]:
 @lru_cache(maxsize=4)
 def _baseline(path: str, mtime: float) -> tuple[int, float, int, tuple[tuple[str, int], ...]]:
     """The fleet under the default profile: busy GPU nodes, $ per month, pending pods, per pool."""
-    import gpu_lab
 
-    lab = gpu_lab.connect("sim", record=False)
+    lab = connect("sim", record=False)
     try:
         lab.apply(path)
         pods = lab.schedule()
-        row = gpu_lab.charts.fleet_cost({"default": lab}).iloc[0]
+        row = fleet_cost({"default": lab}).iloc[0]
         return (int(row["nodes"]), float(row["dollars_per_month"]), int(pods["node"].isna().sum()),
                 tuple(sorted(busy_gpu_nodes(lab).items())))
     finally:
@@ -186,11 +187,10 @@ def check_inference(lab: Any, fleet: str) -> Feedback:
 
 def check_savings(lab: Any, fleet: str, *, cut: float = GOAL_CUT) -> Feedback:
     """At least ``cut`` fewer GPU nodes holding pods than the default profile, and what it saves."""
-    import gpu_lab
 
     c = Checklist(f"{TITLE}: fewer GPU nodes in use")
     base = baseline(fleet)
-    row = gpu_lab.charts.fleet_cost({"yours": lab}).iloc[0]
+    row = fleet_cost({"yours": lab}).iloc[0]
     nodes, dollars = int(row["nodes"]), float(row["dollars_per_month"])
     limit = math.floor(base["nodes"] * (1 - cut))
     achieved = 1 - nodes / base["nodes"] if base["nodes"] else 0.0

@@ -26,8 +26,11 @@ from typing import Any
 import pandas as pd
 import yaml
 
+from ...connection import connect
 from ...errors import GpuLabError
+from ...gpus.catalog import get_model
 from ...model.duration import parse_duration
+from ...simulation import simulate
 from .feedback import Checklist, Feedback
 from .manifests import read_manifests
 
@@ -135,12 +138,10 @@ def replay(manifests: Any) -> Day:
 
 @lru_cache(maxsize=8)
 def _replay(key: str) -> Day:
-    import gpu_lab
-
     docs = json.loads(key)
     try:
-        sim = gpu_lab.simulate(json.loads(key), until=DAY_S)
-        lab = gpu_lab.connect("sim", seed=0)
+        sim = simulate(json.loads(key), until=DAY_S)
+        lab = connect("sim", seed=0)
         try:
             lab.apply(json.loads(key))
             lab.advance(DAY_S)
@@ -207,13 +208,11 @@ def _gpu_pools(docs: list[dict]) -> dict[Any, dict]:  # keyed by metadata.name a
 
 
 def _price(pool: dict) -> float:
-    import gpu_lab
-
     spec = pool.get("spec") or {}
     if isinstance(spec.get("pricePerHour"), (int, float)):
         return float(spec["pricePerHour"])
     gpu = spec.get("gpu") or {}
-    return gpu_lab.gpus.get_model(gpu.get("model")).price_per_hour * int(gpu.get("count", 0))
+    return get_model(str(gpu.get("model", ""))).price_per_hour * int(gpu.get("count", 0))
 
 
 def _workload_of(pod_owner_kind: Any, owner: Any, pod: str, namespace: str, docs: list[dict]) -> dict | None:

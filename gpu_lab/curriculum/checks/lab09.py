@@ -19,6 +19,7 @@ from typing import Any
 
 import pandas as pd
 
+from ...connection import connect
 from ...dradriver.resourceslices import published_devices
 from ...errors import GpuLabError
 from ...gpus import get_model
@@ -105,7 +106,6 @@ class Device:
 
 
 def _devices() -> dict[str, Device]:
-
     out: dict[str, Device] = {}
     for node in load_scenario(CLUSTER).nodes:
         model = get_model(node.raw["nodePool"]["gpu"]["model"])
@@ -151,9 +151,8 @@ def run(submission: Any) -> pd.DataFrame:
     Columns: name, node, phase, held (what the pod got, in words), message, and devices
     (a list of ``Device``).
     """
-    import gpu_lab
 
-    lab = gpu_lab.connect("sim", seed=0)
+    lab = connect("sim", seed=0)
     lab.apply(CLUSTER)
     lab.apply(documents(submission))
     pods = lab.schedule()

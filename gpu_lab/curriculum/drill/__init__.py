@@ -11,10 +11,8 @@ filter. The widgets need ipywidgets (in the ``lab`` extra); everything else is p
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import Any
-
 from ...errors import BankError, DrillError
+from ...lazy import lazy_getattr
 from .bank import LEVELS, TOPICS, Question, get, levels, load_bank, questions, topics, validate_bank
 from .state import MARKS, MockInterview, QuizState
 
@@ -42,10 +40,5 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    # The widget layer loads on first use (ipywidgets is only in the lab and dev extras).
-    if name in _WIDGETS:
-        value = getattr(import_module(".widgets", __name__), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'gpu_lab.drill' has no attribute {name!r}")
+# The widget layer loads on first use (ipywidgets is only in the lab and dev extras).
+__getattr__ = lazy_getattr(__name__, {w: ("widgets", w) for w in _WIDGETS}, "gpu_lab.drill")
