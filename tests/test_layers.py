@@ -49,7 +49,6 @@ LAZY_IMPORTS = {
     ("connection.py", "connect"): "each backend's session loads when chosen (kubernetes, gRPC)",
     ("connection.py", "backend_available"): "the local and kind build modules, likewise",
     ("kubelet/agentprocess.py", "start"): "the node agent (gRPC) loads only to start one",
-    ("kubelet/agentprocess.py", "agent_states"): "as above: reading state files needs no gRPC",
     ("kubelet/pluginprocess.py", "main"): "a process entry: the parent watch starts first",
     ("workshop.py", "run"): "altair loads only for --chart",
 }

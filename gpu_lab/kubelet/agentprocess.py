@@ -7,7 +7,7 @@ own session, so it outlives the command; its pid is ``<lab>/pids/nodeagent.pid``
 later ``gpu-lab up`` can start it again (after ``down``, a crash or a hang) and ``reset()``
 or ``down --purge`` can forget it. A node agent running inside a notebook kernel (a
 ``connect("local")`` session) has no pid file, but every agent keeps a state file in
-``<lab>/nodes/agents/`` fresh (see :meth:`NodeAgent.write_state`), which ``status`` reads.
+``<lab>/nodes/agents/`` fresh (see :mod:`gpu_lab.kubelet.agentstate`), which ``status`` reads.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from typing import Any
 
 from .. import processes as procs
 from ..errors import GpuLabError, LocalClusterError
+from .agentstate import agent_state_files
 
 AGENT = "nodeagent"
 AGENT_MODULE = "gpu_lab.kubelet.agent"
@@ -172,8 +173,6 @@ def start(lab, scenario: str | Path, timeout: float = 60.0,
 
 def agent_states(lab) -> list[dict[str, Any]]:
     """The state files of the lab's node agents: each one's document plus ``path``."""
-    from .agent import agent_state_files  # start-up, as above
-
     out = []
     for f in agent_state_files(work_dir(lab)):
         try:

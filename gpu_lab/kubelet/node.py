@@ -21,7 +21,7 @@ import queue
 import tempfile
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -212,6 +212,24 @@ class AgentNode:
                 return False
         return True
 
+    def restart_plugin(self, wait: bool = True, timeout: float = 15.0) -> bool:
+        """Start the plugin again (stopping it first if it runs); with ``wait``, whether it
+        registered and reported healthy devices within ``timeout``."""
+        kubelet, plugin = self.started()
+        if plugin.alive:
+            plugin.stop()
+        t0 = time.monotonic()
+        plugin.start()
+        if not wait:
+            return True
+        deadline = t0 + timeout
+        while time.monotonic() < deadline:
+            if kubelet.wait_for(lambda: self.plugin_serving(t0), timeout=0.2):
+                return True
+            if not plugin.alive:
+                return False
+        return False
+
     def stop_devices(self) -> None:
         if self.plugin is not None:
             self.plugin.stop()
@@ -253,6 +271,32 @@ class AgentNode:
     def next_pod_ip(self) -> str:
         n = next(self._ips) % 253 + 2
         return f"10.{244 + self.index // 256}.{self.index % 256}.{n}"
+
+
+def wait_plugins(nodes: Iterable[AgentNode], deadline: float) -> None:
+    """Until every node's plugin serves; :class:`NodeAgentError` with its log's tail when
+    one exits or ``deadline`` (monotonic) passes first."""
+    waiting = [sn for sn in nodes if sn.has_plugin]
+    while waiting:
+        for sn in list(waiting):
+            plugin = sn.started()[1]  # has_plugin nodes, after start_devices
+            if sn.plugin_serving():
+                waiting.remove(sn)
+            elif not plugin.alive:
+                assert plugin.proc is not None  # it was started
+                raise NodeAgentError(
+                    f"the device plugin of {sn.name} exited with code "
+                    f"{plugin.proc.returncode}: {plugin.log_tail()}"
+                )
+        if not waiting:
+            return
+        if time.monotonic() > deadline:
+            sn = waiting[0]
+            raise NodeAgentError(
+                f"the device plugin of {sn.name} did not register in time: "
+                f"{sn.started()[1].log_tail() or 'no output'}"
+            )
+        waiting[0].started()[0].wait_for(waiting[0].plugin_serving, timeout=0.1)
 
 
 def _counts(devices: dict[str, list[str]]) -> str:

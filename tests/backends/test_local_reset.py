@@ -20,7 +20,7 @@ import gpu_lab
 from gpu_lab import processes as procs
 from gpu_lab.kube import ApiError
 from gpu_lab.kubelet import agentprocess
-from gpu_lab.kubelet.agent import _not_ours
+from gpu_lab.kubelet.statusreporter import not_ours
 
 pytestmark = pytest.mark.controlplane
 REPO = Path(__file__).resolve().parents[2]
@@ -150,7 +150,7 @@ def test_an_agent_of_another_process_lets_go_of_the_nodes_reset_deletes(lab, tmp
             lab.client.patch("Node", "t4-0", {"metadata": {"uid": "00000000-0000-0000-0000-000000000000"},
                                               "status": {"capacity": {"nvidia.com/gpu": "8"}}},
                              subresource="status")
-        assert _not_ours(refused.value), refused.value
+        assert not_ours(refused.value), refused.value
         assert _figures(lab) == want
     finally:
         proc.terminate()

@@ -28,7 +28,8 @@ from gpu_lab.kube import AlreadyExists
 from gpu_lab.kubelet import nodestatus as ns
 from gpu_lab.kubelet import podlifecycle as pl
 from gpu_lab.kubelet.admission import admission_error_message, fit_failure
-from gpu_lab.kubelet.agent import AgentNode, NodeAgent, nodes_of
+from gpu_lab.kubelet.agent import NodeAgent, nodes_of
+from gpu_lab.kubelet.node import AgentNode
 from gpu_lab.model.scenario import load_scenario
 
 REPO = Path(__file__).resolve().parents[2]
