@@ -24,6 +24,12 @@ def condition(obj: dict[str, Any], kind: str) -> dict[str, Any]:
                  if c.get("type") == kind), {})
 
 
+def device_allocatable(node: dict) -> dict[str, int]:
+    """A Node's allocatable of NVIDIA's device resources (``nvidia.com/*``)."""
+    alloc = (node.get("status") or {}).get("allocatable") or {}
+    return {k: int(v) for k, v in alloc.items() if k.startswith("nvidia.com/")}
+
+
 def pod_row(obj: dict) -> PodRow:
     """An API pod as a table row (requests parsed by the simulator's own admission code)."""
     meta, spec, status = obj["metadata"], obj.get("spec") or {}, obj.get("status") or {}

@@ -1,4 +1,5 @@
-"""Waiting for a real scheduler to settle, shared by the backends that talk to one."""
+"""Waiting on a real cluster, shared by the backends that talk to one: until a condition
+holds (``wait_until``), or until the scheduler has settled (``wait_settled``)."""
 
 from __future__ import annotations
 
@@ -22,3 +23,17 @@ def wait_settled(settled: Callable[[], bool], timeout: float, settle: float, wha
             stable_since = None
         time.sleep(poll)
     raise GpuLabError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+def wait_until(done: Callable[[], bool], timeout: float, what: str,
+               check: Callable[[], object] | None = None, poll: float = 0.2) -> None:
+    """Return once ``done()`` holds; raise after ``timeout`` naming ``what``. ``check`` runs
+    before each look (a local lab's: every process the wait needs still runs), so a stopped
+    component fails the wait at once, in its own words."""
+    deadline = time.monotonic() + timeout
+    while not done():
+        if check is not None:
+            check()
+        if time.monotonic() > deadline:
+            raise GpuLabError(f"timed out after {timeout:.0f} s waiting for {what}")
+        time.sleep(poll)
