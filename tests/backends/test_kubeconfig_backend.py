@@ -24,7 +24,8 @@ from realcluster import require_controlplane
 from gpu_lab.backends.kubeconfig import MANAGED_LABEL, OWNED_LABEL
 from gpu_lab.backends.kubeconfig.inventory import inventory, mig_summary, read_inventory
 from gpu_lab.backends.kubeconfig.inventory import main as inventory_main
-from gpu_lab.backends.kubeconfig.session import KubeconfigSession, check_node_change
+from gpu_lab.backends.kubeconfig.rules import check_node_change
+from gpu_lab.backends.kubeconfig.session import KubeconfigSession
 from gpu_lab.backends.local.build import DEFAULT_VERSION
 from gpu_lab.errors import GpuLabError, NamespaceRefused, NodeChangeRefused
 from gpu_lab.kube import NotFound

@@ -31,23 +31,21 @@ capacity are the Docker host's (a scenario's ``cpu: "192"`` is not reproduced).
 from __future__ import annotations
 
 import copy
-import json
-import subprocess
 import time
 from pathlib import Path
 from typing import Any
 
-from ...deviceplugin.deviceids import VISIBLE_DEVICES
 from ...errors import GpuLabError
 from ...kube import KubeClient, NotFound
 from ...model.documents import load_documents
-from ..apiobjects import pod_row
+from ..apiobjects import device_allocatable, pod_row
 from ..base import Source
 from ..kubeconfig import MANAGED_LABEL
 from ..kubeconfig.session import KubeconfigSession
 from ..local import schedulerlog
 from .cluster import KindCluster
 from .config import DEFAULT_NAME, kind_node_names
+from .devices import VisibleDevices
 from .manifests import IMAGE, NAMESPACE, PLUGIN_STOPPED_LABEL
 from .scheduler import SchedulerLog, configz
 
@@ -65,7 +63,7 @@ class KindSession(KubeconfigSession):
         self.cluster = KindCluster(name, root)
         self._progress = progress
         self.placeholder_images = placeholder_images
-        self._env_cache: dict[str, str] = {}  # container ID -> NVIDIA_VISIBLE_DEVICES
+        self._devices = VisibleDevices(self.cluster)
         self._connected = False
         self._scheduler_log: SchedulerLog | None = None
         self._scheduler_config: dict | None = None  # kubeadm's scheduler never changes it
@@ -176,31 +174,21 @@ class KindSession(KubeconfigSession):
         return [a for a in self._log().history(self._log_mark) if a.pod.startswith(ours)]
 
     # ------------------------------------------------------- the plugin
-    def _plugin_pods(self, node: str) -> list[dict]:
-        return self.client.list("Pod", namespace=NAMESPACE,
-                                field_selector=f"spec.nodeName={node}")["items"]
-
-    def _wait_allocatable(self, node: str, gpus_expected: bool) -> None:
-        def done() -> bool:
-            alloc = (self.client.get("Node", node).get("status") or {}).get("allocatable") or {}
-            vals = [int(v) for k, v in alloc.items() if k.startswith("nvidia.com/")]
-            return bool(vals) and (any(vals) if gpus_expected else not any(vals))
-        self._wait(done, f"node {node}'s kubelet to report its nvidia.com/* allocatable "
-                         f"{'back' if gpus_expected else 'at 0'}")
-
     def kill_plugin(self, node: str) -> None:
         """The node's device plugin pod goes away and stays away (the node is labelled out of
         its DaemonSet); returns once the kubelet reports allocatable 0 (capacity stays)."""
         self._require_cluster()
         self.label_node(node, {PLUGIN_STOPPED_LABEL: "true"})
-        self._wait(lambda: not self._plugin_pods(node), f"the device plugin pod on {node} to stop")
-        self._wait_allocatable(node, gpus_expected=False)
+        self._wait(lambda: not _plugin_pods(self.client, node), f"the device plugin pod on {node} to stop")
+        self._wait(lambda: _gpus_reported(self.client, node, False),
+                   f"node {node}'s kubelet to report its nvidia.com/* allocatable at 0")
 
     def restart_plugin(self, node: str) -> None:
         """The DaemonSet runs the plugin on the node again; returns once it re-registered."""
         self._require_cluster()
         self.label_node(node, {PLUGIN_STOPPED_LABEL: None})
-        self._wait_allocatable(node, gpus_expected=True)
+        self._wait(lambda: _gpus_reported(self.client, node, True),
+                   f"node {node}'s kubelet to report its nvidia.com/* allocatable back")
 
     def advance(self, seconds: float | None = None):
         """A real cluster's clock cannot be moved: this waits ``seconds`` of real time (the
@@ -223,31 +211,7 @@ class KindSession(KubeconfigSession):
         ``NVIDIA_VISIBLE_DEVICES`` its container got from our plugin's ``Allocate``, read
         from the container runtime on its node (``crictl inspect``)."""
         pods = self._our_pods()
-        rows = [pod_row(p) for p in pods]
-        containers: dict[str, str] | None = None  # read only when a row needs it
-        for pod, row in zip(pods, rows):
-            wanted = [r for r in row.requests if r.startswith("nvidia.com/")]
-            if row.devices or row.phase != "Running" or len(wanted) != 1:
-                continue
-            if containers is None:
-                containers = self.cluster.containers_of_nodes()
-            ids = self._visible_devices(pod, containers.get(row.node or ""))
-            if ids:
-                row.devices = {wanted[0]: ids}
-        return rows
-
-    def _visible_devices(self, pod: dict, container: str | None) -> list[str]:
-        if container is None:
-            return []
-        ids: list[str] = []
-        for st in (pod.get("status") or {}).get("containerStatuses") or []:
-            cid = (st.get("containerID") or "").split("://", 1)[-1]
-            if not cid:
-                continue
-            if cid not in self._env_cache:
-                self._env_cache[cid] = container_env(container, cid).get(VISIBLE_DEVICES, "")
-            ids += [i for i in self._env_cache[cid].split(",") if i and i not in ids]
-        return ids
+        return self._devices.fill(pods, [pod_row(p) for p in pods])
 
     def _node_rows(self):
         return super()._node_rows() if self._connected else []
@@ -286,20 +250,14 @@ class KindSession(KubeconfigSession):
         self._wait(gone, f'pod "{name}" to terminate')
 
 
-def container_env(node_container: str, container_id: str) -> dict[str, str]:
-    """A pod container's environment as containerd holds it on its kind node."""
-    try:
-        res = subprocess.run(["docker", "exec", node_container, "crictl", "inspect", container_id],
-                             capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired):
-        return {}
-    if res.returncode != 0:
-        return {}
-    try:
-        envs = json.loads(res.stdout)["info"]["config"]["envs"]
-    except (ValueError, KeyError, TypeError):
-        return {}
-    return {e.get("key", ""): e.get("value", "") for e in envs or [] if isinstance(e, dict)}
+def _plugin_pods(client: KubeClient, node: str) -> list[dict]:
+    return client.list("Pod", namespace=NAMESPACE, field_selector=f"spec.nodeName={node}")["items"]
+
+
+def _gpus_reported(client: KubeClient, node: str, expected: bool) -> bool:
+    """The kubelet reports nvidia.com/* allocatable, above 0 (``expected``) or all at 0."""
+    vals = list(device_allocatable(client.get("Node", node)).values())
+    return bool(vals) and (any(vals) if expected else not any(vals))
 
 
 def _pod_spec(doc: dict) -> dict | None:

@@ -17,7 +17,7 @@ so the rules are strict and each one lives in one place:
 * ``reset`` deletes gpu-lab's namespace and nothing else.
 * Changing a node (labels, taints, cordon, status) is refused unless the node carries
   ``gpulab.dev/owned=true`` or the session was opened with ``allow_node_changes=True``;
-  :func:`check_node_change` is that rule.
+  :func:`rules.check_node_change` is that rule (``rules.py``).
 
 Objects are validated by the simulator's own admission code first (bad input fails the
 same way on every backend), then dry-run on the API server, then created. The real
@@ -32,15 +32,12 @@ refuses the apply with nothing created, in the API server's words).
 
 from __future__ import annotations
 
-import copy
-import time
 from pathlib import Path
-from typing import Any, cast
 
 import pandas as pd
 
-from ...errors import GpuLabError, NamespaceRefused, NodeChangeRefused
-from ...kube import ApiError, KubeClient, NotFound
+from ...errors import NamespaceRefused
+from ...kube import ApiError, KubeClient
 from ...model import creationorder as batch
 from ...model.documents import load_documents
 from ...model.scenario import parse_scenario
@@ -53,42 +50,13 @@ from ..apiobjects import condition, node_rows, pod_row
 from ..base import Session, Source
 from ..events import EventRow, event_row
 from ..tables import NodeRow, PodRow
-from ..waiting import wait_settled
-from . import MANAGED_LABEL, OWNED_LABEL
+from ..waiting import wait_settled, wait_until
+from . import rules
 from .connect import open_client
 from .inventory import Inventory, read_inventory
+from .namespace import OwnNamespace
 
-WORKLOAD_KINDS = {
-    ("v1", "Pod"),
-    ("apps/v1", "Deployment"),
-    ("apps/v1", "ReplicaSet"),
-    ("batch/v1", "Job"),
-    ("apps/v1", "StatefulSet"),
-    ("apps/v1", "DaemonSet"),
-    ("v1", "Service"),
-    ("policy/v1", "PodDisruptionBudget"),
-    ("v1", "ResourceQuota"),
-    ("v1", "LimitRange"),
-}
 _SETTLED_REASONS = ("Unschedulable", "SchedulingGated")
-
-
-def check_node_change(node: dict, what: str, allow_node_changes: bool = False) -> None:
-    """THE rule for touching a node of an existing cluster: allowed only when the node
-    carries ``gpulab.dev/owned=true`` or the caller said ``allow_node_changes=True``.
-
-    ``node`` is the API object as read just before the change; ``what`` names the change
-    (``labels``, ``taints``, ``spec.unschedulable``, ``status``). Raises
-    :class:`NodeChangeRefused` with one line that says how to proceed."""
-    if allow_node_changes:
-        return
-    meta = node.get("metadata") or {}
-    if (meta.get("labels") or {}).get(OWNED_LABEL) == "true":
-        return
-    raise NodeChangeRefused(
-        f'refusing to change the {what} of node "{meta.get("name", "?")}": gpu-lab does not own '
-        f"it (no label {OWNED_LABEL}=true); pass allow_node_changes=True to change it anyway"
-    )
 
 
 class KubeconfigSession(Session):
@@ -117,6 +85,7 @@ class KubeconfigSession(Session):
         self.timeout, self.settle = timeout, settle
         self._expected_pods = 0  # pods of Pods, Deployments, ReplicaSets and Jobs still expected
         self._podsets = podsets.PodSets(self.client)  # StatefulSets and DaemonSets: their own rule
+        self._ns = OwnNamespace(self.client, namespace, self._wait)
 
     def __repr__(self) -> str:
         return f"KubeconfigSession({self.client.server!r}, namespace={self.namespace!r})"
@@ -124,124 +93,18 @@ class KubeconfigSession(Session):
     def close(self) -> None:
         self.client.close()
 
-    def __enter__(self) -> KubeconfigSession:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
     # ----------------------------------------------------------- waiting
     def _wait(self, done, what: str, timeout: float | None = None) -> None:
-        limit = self.timeout if timeout is None else timeout
-        deadline = time.monotonic() + limit
-        while not done():
-            if time.monotonic() > deadline:
-                raise GpuLabError(f"timed out after {limit:.0f} s waiting for {what}")
-            time.sleep(0.2)
-
-    # ------------------------------------------------------ the namespace
-    def _namespace(self) -> dict | None:
-        try:
-            return self.client.get("Namespace", self.namespace)
-        except NotFound:
-            return None
-
-    def _check_managed(self, ns: dict) -> None:
-        if ((ns.get("metadata") or {}).get("labels") or {}).get(MANAGED_LABEL) != "true":
-            raise NamespaceRefused(
-                f'namespace "{self.namespace}" exists and was not created by gpu-lab (no label '
-                f"{MANAGED_LABEL}=true); open the session with another namespace="
-            )
-
-    def _ensure_namespace(self, labels: dict[str, str] | None = None) -> None:
-        ns = self._namespace()
-        if ns is not None:
-            self._check_managed(ns)
-            if (ns.get("metadata") or {}).get("deletionTimestamp"):  # a reset still running
-                self._wait(
-                    lambda: self._namespace() is None,
-                    f'namespace "{self.namespace}" to finish terminating',
-                )
-                ns = None
-        if ns is None:
-            self.client.create(
-                {
-                    "apiVersion": "v1",
-                    "kind": "Namespace",
-                    "metadata": {
-                        "name": self.namespace,
-                        "labels": {
-                            **(labels or {}),
-                            MANAGED_LABEL: "true",
-                            "app.kubernetes.io/managed-by": "gpu-lab",
-                        },
-                    },
-                }
-            )
-
-        # pods are refused until the ServiceAccount controller made "default"
-        def has_sa() -> bool:
-            try:
-                self.client.get("ServiceAccount", "default", namespace=self.namespace)
-                return True
-            except NotFound:
-                return False
-
-        self._wait(has_sa, f'the default ServiceAccount of namespace "{self.namespace}"')
+        wait_until(done, self.timeout if timeout is None else timeout, what)
 
     # ------------------------------------------------------------- apply
-    def _admit(self, doc: dict) -> dict:
-        """Refuse what gpu-lab may not create here; place workloads in our namespace."""
-        gvk = (doc.get("apiVersion"), doc.get("kind"))
-        meta = doc.get("metadata")
-        if not isinstance(meta, dict):
-            meta = {}
-        name = meta.get("name") or meta.get("generateName") or "?"
-        kind = gvk[1]
-        if kind in ("Node", "NodePool"):
-            raise NodeChangeRefused(
-                f'refusing to create {kind} "{name}": the kubeconfig backend never adds nodes to '
-                "an existing cluster (simulated GPU nodes live on the sim and local backends)"
-            )
-        if kind == "Namespace" and gvk[0] == "v1":
-            if meta.get("name") != self.namespace:
-                raise NamespaceRefused(
-                    f'refusing to create Namespace "{name}": gpu-lab works only in its own '
-                    f'namespace "{self.namespace}"'
-                )
-            return doc
-        if gvk not in WORKLOAD_KINDS:
-            raise GpuLabError(
-                f'refusing to create {kind or "an object without kind"} "{name}": the kubeconfig '
-                "backend creates only Pods, Deployments, ReplicaSets, Jobs, StatefulSets, DaemonSets, "
-                "Services, PodDisruptionBudgets, ResourceQuotas and LimitRanges, in its own namespace"
-            )
-        ns = meta.get("namespace")
-        if ns not in (None, "", self.namespace):
-            raise NamespaceRefused(
-                f'refusing to create {kind} "{name}" in namespace "{ns}": the kubeconfig backend '
-                f'creates workloads only in its own namespace "{self.namespace}"'
-            )
-        doc = copy.deepcopy(doc)
-        doc.setdefault("metadata", {})["namespace"] = self.namespace
-        return doc
-
-    def _priority_classes(self) -> dict[str, dict]:
-        try:
-            items = self.client.list("PriorityClass")["items"]
-        except ApiError as exc:
-            if exc.code == 403:
-                return {}
-            raise
-        return {pc["metadata"]["name"]: pc for pc in items}
-
     def apply(self, src: Source) -> list[str]:
         """Create the workloads of a manifest in gpu-lab's namespace (created on first use).
 
         Every document is checked first (namespace rule, simulator admission, then an API
         server dry run), so a refused manifest creates nothing."""
-        docs = [self._admit(d) for d in load_documents(src)]
-        sc = parse_scenario(docs, known_priority_classes=self._priority_classes())
+        docs = [rules.admit(d, self.namespace) for d in load_documents(src)]
+        sc = parse_scenario(docs, known_priority_classes=rules.known_priority_classes(self.client))
         ns_labels = next(
             (
                 dict((d["metadata"].get("labels") or {}))
@@ -251,8 +114,8 @@ class KubeconfigSession(Session):
             None,
         )
         workloads = [d for d in docs if d.get("kind") != "Namespace"]
-        self._ensure_namespace(ns_labels)
-        ours = self._in_namespace()
+        self._ns.ensure(ns_labels)
+        ours = rules.in_namespace(self.client, self.namespace)
         # LimitRanger and ResourceQuota judged by the shared model first, as on local: a bare
         # pod over quota refuses the apply here; a controller's refused pods leave sc.pods
         policyobjects.admit(ours, sc, workloads, self._wait)
@@ -290,18 +153,9 @@ class KubeconfigSession(Session):
                                "controllers to create pods")
         return refs
 
-    def _in_namespace(self) -> KubeClient:
-        """The client as the shared policy code sees it: its lists confined to gpu-lab's
-        namespace (quotas, PDBs, limit ranges and the pods they count are all here; the
-        cluster's other namespaces are not ours to read)."""
-        return cast(KubeClient, _Namespaced(self.client, self.namespace))
-
     # ---------------------------------------------------------- schedule
     def _our_pods(self) -> list[dict]:
-        try:
-            return self.client.list("Pod", namespace=self.namespace)["items"]
-        except NotFound:
-            return []
+        return self._ns.pods()
 
     @staticmethod
     def scheduler_done(pod: dict) -> bool:
@@ -363,21 +217,8 @@ class KubeconfigSession(Session):
         return [event_row(e) for e in self.client.list("Event", namespace=self.namespace)["items"]]
 
     # ------------------------------------------------------------- nodes
-    def _change_node(
-        self, node: str, what: str, patch: dict, subresource: str | None = None
-    ) -> dict:
-        obj = self.client.get("Node", node)
-        check_node_change(obj, what, self.allow_node_changes)
-        # the resourceVersion makes the API server refuse the patch (409) if the node
-        # changed since we checked it, e.g. lost its ownership label meanwhile
-        patch = {
-            **patch,
-            "metadata": {
-                **patch.get("metadata", {}),
-                "resourceVersion": obj["metadata"]["resourceVersion"],
-            },
-        }
-        return self.client.patch("Node", node, patch, subresource=subresource)
+    def _change_node(self, node: str, what: str, patch: dict, subresource: str | None = None) -> dict:
+        return rules.change_node(self.client, node, what, patch, self.allow_node_changes, subresource)
 
     def label_node(self, node: str, labels: dict[str, str | None], *, evict: bool = False) -> list[str]:
         """``kubectl label node``: set labels (None removes one). On a real GPU node,
@@ -414,7 +255,6 @@ class KubeconfigSession(Session):
     ) -> dict:
         """``kubectl taint node``: add (or replace) ``key=value:effect``, or remove it."""
         obj = self.client.get("Node", node)
-        check_node_change(obj, "taints", self.allow_node_changes)
         taints = [
             t
             for t in (obj.get("spec") or {}).get("taints") or []
@@ -426,7 +266,8 @@ class KubeconfigSession(Session):
                 if value
                 else {"key": key, "effect": effect}
             )
-        return self._change_node(node, "taints", {"spec": {"taints": taints}})
+        return rules.change_node(self.client, node, "taints", {"spec": {"taints": taints}},
+                                 self.allow_node_changes, obj=obj)
 
     def patch_node_status(self, node: str, status: dict) -> dict:
         """Merge-patch a node's status (capacity, conditions): the kubelet's part, so on a
@@ -440,42 +281,6 @@ class KubeconfigSession(Session):
         (``kubectl delete --grace-period=0 --force``): for pods on nodes without a
         kubelet, which would otherwise never finish terminating. ``wait`` waits until the
         namespace is gone."""
-        ns = self._namespace()
         self._expected_pods = 0
         self._podsets.reset()
-        if ns is None:
-            return
-        self._check_managed(ns)
-        if not (ns.get("metadata") or {}).get("deletionTimestamp"):
-            self.client.delete("Namespace", self.namespace, missing_ok=True)
-
-        def gone() -> bool:
-            if force:
-                for p in self._our_pods():
-                    self.client.delete(
-                        "Pod",
-                        p["metadata"]["name"],
-                        namespace=self.namespace,
-                        grace_period_seconds=0,
-                        missing_ok=True,
-                    )
-            return self._namespace() is None
-
-        if wait:
-            self._wait(gone, f'namespace "{self.namespace}" to be deleted')
-        elif force:
-            gone()
-
-
-class _Namespaced:
-    """A :class:`KubeClient` whose namespace-less ``list`` means gpu-lab's namespace, not
-    all of them; everything else goes to the client as it is."""
-
-    def __init__(self, client: KubeClient, namespace: str) -> None:
-        self._client, self._namespace = client, namespace
-
-    def list(self, kind: str, namespace: str | None = None, **kw: Any) -> dict:
-        return self._client.list(kind, namespace=namespace or self._namespace, **kw)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._client, name)
+        self._ns.delete(force, wait, self._our_pods)
