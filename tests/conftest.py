@@ -90,7 +90,8 @@ def shared_local(request, tmp_path_factory):
     import gpu_lab
 
     require_controlplane()
-    session = gpu_lab.connect("local", name="suite", root=tmp_path_factory.mktemp("lab"), timeout=90)
+    # the default lab of a private home: a lesson's own connect("local") finds it running
+    session = gpu_lab.connect("local", root=tmp_path_factory.mktemp("lab"), timeout=90)
     try:
         yield session
     finally:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from realcluster import require_controlplane, run_lesson_on, shared_lab
+from realcluster import run_lesson_on, shared_lab
 
 import gpu_lab
 from gpu_lab.backends.base import CONTRACT, Session
@@ -193,16 +193,20 @@ LESSONS = Path(__file__).parents[2] / "lessons"
 ON_LOCAL = ["01_device_plugin.ipynb", "02_mig.ipynb", "11_sharing_gpus.ipynb"]
 
 
+@pytest.fixture
+def lesson_lab(request):
+    yield from shared_lab(request, "the lessons on the real control plane", timeout=120)
+
+
 @pytest.mark.controlplane
 @pytest.mark.parametrize("lesson", ON_LOCAL)
-def test_lesson_runs_unchanged_on_local(lesson, tmp_path, monkeypatch):
+def test_lesson_runs_unchanged_on_local(lesson, lesson_lab, monkeypatch):
     """The lesson says: change the BACKEND line to run the same cells on the real control
-    plane. Do exactly that, and nothing else."""
-    require_controlplane("the real-cluster tests")
-    from gpu_lab.backends.local.cluster import LocalCluster
-
-    run_lesson_on(LESSONS / lesson, "local", tmp_path, monkeypatch,
-                  lambda: LocalCluster("default", tmp_path).down(progress=None, purge=True))
+    plane. Do exactly that, and nothing else: its ``connect("local")`` finds the run's shared
+    lab (the default lab of its home) running, as a learner's finds the lab `make lab` or
+    `gpu-lab up` started, and the next test gets it emptied."""
+    run_lesson_on(LESSONS / lesson, "local", lesson_lab.cluster.dir.parents[1], monkeypatch,
+                  lesson_lab.reset)
 
 
 def test_empty_tables_keep_their_columns():
