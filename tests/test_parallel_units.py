@@ -39,7 +39,7 @@ def test_the_suites_kind_modules_share_one_unit():
 
     root = Path(__file__).parents[1]
     module_unit.cache_clear()
-    units = {unit_of(f"{m}::t", root) for m in ("tests/backends/test_kind_cluster.py",
+    units = {unit_of(f"{m}::t", root) for m in ("tests/backends/kind/test_kind_cluster.py",
                                                "tests/fidelity/test_kind_differential.py",
-                                               "tests/backends/test_lesson_on_kind.py")}
+                                               "tests/backends/kind/test_lesson_on_kind.py")}
     assert units == {"group:kind"}

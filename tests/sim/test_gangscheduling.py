@@ -2,7 +2,7 @@
 
 Every expected message below was read off kube-scheduler v1.37.2 with GenericWorkload on
 (PodScheduled conditions and FailedScheduling events on the local backend; see
-tests/backends/test_gang_local.py, which asserts the same strings against the real one).
+tests/backends/local/test_gang_local.py, which asserts the same strings against the real one).
 """
 
 from __future__ import annotations

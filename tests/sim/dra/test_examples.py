@@ -1,6 +1,6 @@
 """The DRA examples learners meet, on the embedded scheduler, from the same YAML files (and with
 the same expectations) as the local backend's suite on the real v1.37.2 control plane
-(tests/backends/test_dra_local.py)."""
+(tests/backends/local/test_dra_local.py)."""
 
 import re
 

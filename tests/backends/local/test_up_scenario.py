@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from realcluster import require_controlplane
 
-SCENARIO = Path(__file__).parents[2] / "lessons" / "scenarios" / "first_cluster.yaml"
+SCENARIO = Path(__file__).parents[3] / "lessons" / "scenarios" / "first_cluster.yaml"
 
 
 def _gpu_lab(env, *args):

@@ -31,7 +31,7 @@ from gpu_lab.kube import ApiError
 from gpu_lab.model.documents import load_documents
 
 pytestmark = pytest.mark.controlplane
-DRA = Path(__file__).parent / "dra"
+DRA = Path(__file__).parents[1] / "dra"
 AV = rs.API_VERSION
 PREEMPTION = "preemption: 0/{n} nodes are available: {n} Preemption is not helpful for scheduling."
 CANNOT = "0/{n} nodes are available: {n} cannot allocate all claims. " + PREEMPTION

@@ -23,7 +23,7 @@ from gpu_lab.kubelet import agentprocess
 from gpu_lab.kubelet.statusreporter import not_ours
 
 pytestmark = pytest.mark.controlplane
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 ROUNDS = 3
 #: the old agents' status loop ticks every 0.1 s: a stale one would overwrite the new

@@ -20,7 +20,7 @@ import pytest
 from gpu_lab.backends.local import build as b
 from gpu_lab.backends.local import buildcli
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 CONTROLPLANE = REPO / "controlplane"
 VERSION = "v1.37.2"
 ETCD = "v3.7.0"

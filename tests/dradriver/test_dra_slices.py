@@ -1,5 +1,5 @@
 """What NVIDIA's DRA driver publishes for a fake GPU node, and what its kubelet plugin gives a
-pod's containers: pure functions, no cluster (tests/backends/test_dra_local.py runs them
+pod's containers: pure functions, no cluster (tests/backends/local/test_dra_local.py runs them
 against the real scheduler)."""
 
 from __future__ import annotations

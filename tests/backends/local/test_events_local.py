@@ -24,7 +24,7 @@ from gpu_lab.fidelity import COMBINED, Case, group_of, run_case, workloads_of
 
 pytestmark = pytest.mark.controlplane
 
-SCENARIOS = Path(__file__).parent.parent / "fidelity" / "scenarios"
+SCENARIOS = Path(__file__).parents[2] / "fidelity" / "scenarios"
 UID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 POD_NAME = re.compile(r'(pods "|assigned [^/]+/)([^" ]+)')
 

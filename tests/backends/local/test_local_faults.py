@@ -27,7 +27,7 @@ from gpu_lab.errors import GpuLabError, LocalClusterError
 from gpu_lab.kube import ApiError, Credentials, KubeClient
 from gpu_lab.kubelet import agentprocess
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 SCENARIO = REPO / "lessons" / "scenarios" / "first_cluster.yaml"
 controlplane = pytest.mark.controlplane
 FAST_S = 5.0  # "fails within a few seconds"

@@ -39,7 +39,7 @@ from gpu_lab.deviceplugin.config import load_config, parse_config
 from gpu_lab.deviceplugin.plugin import FakeDevicePlugin, build_parser
 from gpu_lab.model.scenario import load_scenario
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 LINUX = sys.platform.startswith("linux")
 
 SCENARIO = """

@@ -25,7 +25,7 @@ from gpu_lab.backends.local.kueuescenario import KueueRun, read_outcomes
 from gpu_lab.errors import GpuLabError
 from gpu_lab.kube import ApiError
 
-REPO = Path(__file__).parents[2]
+REPO = Path(__file__).parents[3]
 AV = kueue.API_VERSION
 LAB = "kq"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"

@@ -17,7 +17,7 @@ from gpu_lab.backends.local.components import APISERVER, SCHEDULER
 from gpu_lab.model.podgroup import API_VERSION
 
 pytestmark = pytest.mark.controlplane
-SCENARIOS = Path(__file__).resolve().parents[1] / "fidelity" / "scenarios"
+SCENARIOS = Path(__file__).resolve().parents[2] / "fidelity" / "scenarios"
 INSUFFICIENT = "0/3 nodes are available: 3 Insufficient nvidia.com/gpu."
 NO_VICTIMS = "pod group preemption: No preemption victims found for incoming preemptor"
 

@@ -11,7 +11,7 @@ from realcluster import run_lesson_on
 
 pytestmark = [pytest.mark.kind, pytest.mark.xdist_group("kind")]
 
-LESSONS = Path(__file__).parents[2] / "lessons"
+LESSONS = Path(__file__).parents[3] / "lessons"
 
 
 @pytest.mark.parametrize("lesson", ["01_device_plugin.ipynb"])

@@ -35,7 +35,7 @@ from gpu_lab.backends.local.cli import main as cli_main
 from gpu_lab.kube import ApiError, KubeClient, NotFound
 from gpu_lab.kube import kubeconfig as kc
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 LINUX = sys.platform.startswith("linux")
 
 
