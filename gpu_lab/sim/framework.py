@@ -333,3 +333,51 @@ def fit_error_message(num_all_nodes: int, diagnosis: Diagnosis) -> str:
     if diagnosis.post_filter_msg:
         msg += f" {diagnosis.post_filter_msg}"
     return msg
+
+
+class WithNominatedPods:
+    """Filter as kube-scheduler's ``RunFilterPluginsWithNominatedPods`` runs it, once for
+    every plugin a nominated pod can make pass as well as fail (pod affinity, topology
+    spread): a node with pods nominated to it (equal or higher priority) must pass with those
+    pods added to its NodeInfo and without them. Plugins whose verdict only gets stricter as
+    pods are added (resources, ports) fold the nominated pods' usage into their figures
+    instead: for them the pass without is implied.
+
+    A plugin mixes this in before :class:`Plugin` and gives, from its cycle state ``st``
+    (``ctx.data[name]``, with ``mask`` and ``reason`` fields): ``base_reasons(ctx, st)``,
+    one code per node without nominated pods (0 passes); ``nominated_status(ctx, st, i,
+    pods)``, node ``i`` with ``pods`` added (None passes); ``reason_status(st, i)``, the
+    Status of node ``i``'s code."""
+
+    name: ClassVar[str]
+
+    def base_reasons(self, ctx: CycleContext, st: Any) -> np.ndarray:
+        raise NotImplementedError
+
+    def nominated_status(self, ctx: CycleContext, st: Any, i: int, pods: list) -> Status | None:
+        raise NotImplementedError
+
+    def reason_status(self, st: Any, i: int) -> Status:
+        raise NotImplementedError
+
+    def filter(self, ctx: CycleContext) -> np.ndarray:
+        st = ctx.data[self.name]
+        if st.mask is None:
+            st.reason = self.base_reasons(ctx, st)
+            mask = st.reason == 0
+            for i, pods in ctx.nominated.items():
+                if pods and mask[i]:
+                    mask[i] = self.nominated_status(ctx, st, i, pods) is None
+            st.mask = mask
+        return st.mask
+
+    def filter_status(self, ctx: CycleContext, i: int) -> Status:
+        st = ctx.data[self.name]
+        if st.reason is None:
+            self.filter(ctx)
+        pods = ctx.nominated.get(i)
+        if pods:  # the first pass, with the nominated pods added
+            status = self.nominated_status(ctx, st, i, pods)
+            if status is not None:
+                return status
+        return self.reason_status(st, i)

@@ -67,6 +67,7 @@ from ..framework import (
     CycleContext,
     Plugin,
     Status,
+    WithNominatedPods,
 )
 from ..snapshot import Snapshot
 from .helper import topology_codes
@@ -293,7 +294,7 @@ class _FilterState:
     reason: np.ndarray | None = None  # per node, without nominated pods: 0 fits, else _REASONS index
 
 
-class InterPodAffinity(Plugin):
+class InterPodAffinity(WithNominatedPods, Plugin):
     name = "InterPodAffinity"
 
     def __init__(self, args=None, handle=None):
@@ -452,26 +453,15 @@ class InterPodAffinity(Plugin):
                     return Status(UNSCHEDULABLE, (ERR_REASON_EXISTING_ANTI_AFFINITY_RULES_NOT_MATCH,), self.name)
         return None
 
-    def filter(self, ctx: CycleContext) -> np.ndarray:
-        st: _FilterState = ctx.data[self.name]
-        if st.mask is None:
-            st.reason = self._base_reason(ctx.snapshot, st)
-            mask = st.reason == 0
-            for i, pods in ctx.nominated.items():
-                if mask[i] and pods:
-                    mask[i] = self._node_status(ctx, st, i, pods) is None
-            st.mask = mask
-        return st.mask
+    # the two passes with nominated pods: framework.WithNominatedPods
+    def base_reasons(self, ctx: CycleContext, st: _FilterState) -> np.ndarray:
+        return self._base_reason(ctx.snapshot, st)
 
-    def filter_status(self, ctx: CycleContext, i: int) -> Status:
-        st: _FilterState = ctx.data[self.name]
-        if st.reason is None:
-            self.filter(ctx)
+    def nominated_status(self, ctx: CycleContext, st: _FilterState, i: int, pods: list) -> Status | None:
+        return self._node_status(ctx, st, i, pods)
+
+    def reason_status(self, st: _FilterState, i: int) -> Status:
         assert st.reason is not None  # filter() fills it
-        if ctx.nominated.get(i):  # first pass: nominated pods added
-            status = self._node_status(ctx, st, i, ctx.nominated[i])
-            if status is not None:
-                return status
         return self._statuses[int(st.reason[i]) or _ANTI_AFFINITY]
 
     # ------------------------------------------------------------- score

@@ -62,6 +62,7 @@ from ..framework import (
     CycleContext,
     Plugin,
     Status,
+    WithNominatedPods,
 )
 from ..snapshot import Snapshot
 from .helper import required_node_affinity_mask, tolerated_mask, topology_codes
@@ -206,7 +207,7 @@ class _ScoreState:
     weights: list[float]
 
 
-class PodTopologySpread(Plugin):
+class PodTopologySpread(WithNominatedPods, Plugin):
     name = "PodTopologySpread"
 
     def __init__(self, args=None, handle=None):
@@ -373,26 +374,15 @@ class PodTopologySpread(Plugin):
                 return self._skewed
         return None
 
-    def filter(self, ctx: CycleContext) -> np.ndarray:
-        st: _FilterState = ctx.data[self.name]
-        if st.mask is None:
-            st.reason = self._base_reason(ctx, st)
-            mask = st.reason == 0
-            for i in ctx.nominated:
-                if mask[i]:
-                    mask[i] = self._node_status(st, i, self._nominated_deltas(ctx, st, i)) is None
-            st.mask = mask
-        return st.mask
+    # the two passes with nominated pods: framework.WithNominatedPods
+    def base_reasons(self, ctx: CycleContext, st: _FilterState) -> np.ndarray:
+        return self._base_reason(ctx, st)
 
-    def filter_status(self, ctx: CycleContext, i: int) -> Status:
-        st: _FilterState = ctx.data[self.name]
-        if st.reason is None:
-            self.filter(ctx)
+    def nominated_status(self, ctx: CycleContext, st: _FilterState, i: int, pods: list) -> Status | None:
+        return self._node_status(st, i, self._nominated_deltas(ctx, st, i))
+
+    def reason_status(self, st: _FilterState, i: int) -> Status:
         assert st.reason is not None  # filter() fills it
-        if ctx.nominated and ctx.nominated.get(i):  # first pass, with the nominated pods added
-            status = self._node_status(st, i, self._nominated_deltas(ctx, st, i))
-            if status is not None:
-                return status
         return self._missing_label if st.reason[i] == _MISSING_LABEL else self._skewed
 
     # ------------------------------------------------------------- score
