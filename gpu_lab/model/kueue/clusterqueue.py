@@ -35,6 +35,7 @@ from .quantities import resource_value
 from .validation import (
     NAME_PATTERN,
     Schema,
+    bounded_listing,
     check,
     deny,
     label_name,
@@ -43,6 +44,7 @@ from .validation import (
     negative,
     opened,
     quantity_value,
+    require,
 )
 
 WEBHOOK = "vclusterqueue.kb.io"
@@ -89,35 +91,23 @@ def _schema(s: Schema, spec: dict, cohort_field: str, version: str) -> None:
     for i, rg in enumerate(groups):
         at = f"spec.resourceGroups[{i}]"
         rg = mapping(s, rg, at)
-        for key in ("coveredResources", "flavors"):
-            if key not in rg:
-                s.required(f"{at}.{key}")
-        covered = listing(s, rg.get("coveredResources"), f"{at}.coveredResources")
-        if "coveredResources" in rg:
-            s.items(f"{at}.coveredResources", covered, 1, 64)
+        require(s, rg, at, "coveredResources", "flavors")
+        covered = bounded_listing(s, rg, "coveredResources", at, 1, 64)
         for j, r in enumerate(covered):
             s.wrong_type(f"{at}.coveredResources[{j}]", r, "string")
-        flavors = listing(s, rg.get("flavors"), f"{at}.flavors")
-        if "flavors" in rg:
-            s.items(f"{at}.flavors", flavors, 1, 64)
+        flavors = bounded_listing(s, rg, "flavors", at, 1, 64)
         sizes_match = True
         for j, fq in enumerate(flavors):
             fat = f"{at}.flavors[{j}]"
             fq = mapping(s, fq, fat)
-            for key in ("name", "resources"):
-                if key not in fq:
-                    s.required(f"{fat}.{key}")
+            require(s, fq, fat, "name", "resources")
             s.pattern(f"{fat}.name", fq.get("name"), NAME_PATTERN, 253)
-            resources = listing(s, fq.get("resources"), f"{fat}.resources")
-            if "resources" in fq:
-                s.items(f"{fat}.resources", resources, 1, 64)
+            resources = bounded_listing(s, fq, "resources", fat, 1, 64)
             sizes_match = sizes_match and len(resources) == len(covered)
             for k, rq in enumerate(resources):
                 rat = f"{fat}.resources[{k}]"
                 rq = mapping(s, rq, rat)
-                for key in ("name", "nominalQuota"):
-                    if key not in rq:
-                        s.required(f"{rat}.{key}")
+                require(s, rq, rat, "name", "nominalQuota")
                 for key in QUOTA_FIELDS:
                     if rq.get(key) is not None:
                         s.quantity(f"{rat}.{key}", rq[key])

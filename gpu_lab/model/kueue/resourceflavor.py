@@ -11,7 +11,7 @@ from __future__ import annotations
 from .. import validation as v
 from ..objects import Taint, Toleration
 from .objects import ResourceFlavor
-from .validation import NAME_PATTERN, check, deny, label_name, listing, mapping, opened
+from .validation import NAME_PATTERN, check, deny, label_name, listing, mapping, opened, require
 
 WEBHOOK = "vresourceflavor.kb.io"
 EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
@@ -30,9 +30,7 @@ def parse_resource_flavor(doc: dict) -> ResourceFlavor:
     s.items("spec.nodeTaints", taints, max_items=8)
     for i, t in enumerate(taints):
         t = mapping(s, t, f"spec.nodeTaints[{i}]")
-        for key in ("effect", "key"):
-            if key not in t:
-                s.required(f"spec.nodeTaints[{i}].{key}")
+        require(s, t, f"spec.nodeTaints[{i}]", "effect", "key")
     if taints:
         s.rule("spec.nodeTaints", all(isinstance(t, dict) and t.get("effect") in EFFECTS for t in taints),
                EFFECTS_MESSAGE, "array")

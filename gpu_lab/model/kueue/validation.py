@@ -143,6 +143,21 @@ def listing(s: Schema, raw: Any, path: str) -> list:
     return raw
 
 
+def require(s: Schema, obj: dict, at: str, *keys: str) -> None:
+    """``at.key: Required value`` for each of ``keys`` that ``obj`` lacks."""
+    for key in keys:
+        if key not in obj:
+            s.required(f"{at}.{key}")
+
+
+def bounded_listing(s: Schema, obj: dict, key: str, at: str, min_items: int, max_items: int) -> list:
+    """``obj[key]`` as a list (a wrong type said), its length checked when it is given."""
+    out = listing(s, obj.get(key), f"{at}.{key}")
+    if key in obj:
+        s.items(f"{at}.{key}", out, min_items, max_items)
+    return out
+
+
 def quantity_value(raw: Any) -> Any:
     """The quantity a webhook decodes, or None when it does not parse."""
     try:
