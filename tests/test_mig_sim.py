@@ -59,7 +59,7 @@ def test_relabel_repartitions_and_refuses_while_gpus_are_held():
     node = lab.nodes().set_index("name").loc["a100-0"]
     assert (node["nvidia.com/mig-3g.20gb capacity"], node["nvidia.com/mig-3g.20gb allocatable"]) == (0, 0)
     assert node["nvidia.com/mig-1g.5gb capacity"] == 7
-    assert lab._sim.cluster.snapshot.nodes[0].labels["nvidia.com/mig.config.state"] == "success"
+    assert lab.describe_node("a100-0").labels["nvidia.com/mig.config.state"] == "success"
     lab.apply(pod("again", "nvidia.com/mig-1g.5gb"))
     assert lab.schedule().set_index("name").loc["again", "phase"] == "Running"
 
@@ -69,4 +69,4 @@ def test_impossible_config_is_refused_without_change():
     lab.apply(POOL)
     with pytest.raises(gpu_lab.GpuLabError, match="all-nonsense"):
         lab.label_node("a100-0", {"nvidia.com/mig.config": "all-nonsense"})
-    assert lab._sim.cluster.snapshot.nodes[0].labels["nvidia.com/mig.config"] == "all-balanced"
+    assert lab.describe_node("a100-0").labels["nvidia.com/mig.config"] == "all-balanced"

@@ -238,8 +238,9 @@ spec:
 """)
     pods = s.schedule()
     assert len(pods) == 2 and set(pods["phase"]) == {"Running"}
-    events = s._sim.apiserver.policies.failed_creates
-    assert len(events) == 1 and events[0][0] == "ReplicaSet" and events[0][3].startswith("Error creating: pods ")
+    events = s.events(kind="ReplicaSet")  # `kubectl get events --field-selector involvedObject.kind=ReplicaSet`
+    failed = events[events["reason"] == "FailedCreate"]
+    assert len(failed) == 1 and failed["message"].iloc[0].startswith("Error creating: pods ")
     s.delete(f"default/{pods.loc[0, 'name']}")  # its replacement and the missing replica: quota has room for one
     assert (s.schedule()["phase"] == "Running").sum() == 2
 
