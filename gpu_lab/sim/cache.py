@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from .cachehints import gives, hints
 from .framework import CycleContext, Plugin
 from .profile import Profile
 from .snapshot import Snapshot
@@ -40,10 +41,10 @@ def plan(pod: Any, profile: Profile, phase: str) -> tuple[frozenset[str], list]:
     got = pod.memo.get(key)
     if got is None:
         skips = "skips_pre_filter" if phase == "preFilter" else "skips_pre_score"
-        static = frozenset(pl.name for pl in profile.at(phase) if getattr(pl, skips)(pod))
+        static = frozenset(pl.name for pl in profile.at(phase) if getattr(hints(pl), skips)(pod))
         score = phase == "score"
-        got = static, [(pl, w, not score or (pl.implements("pre_score") and not pl.pre_score_decided_by_pod),
-                        pl.score_key(pod) if score else None, pl.implements("same_everywhere"))
+        got = static, [(pl, w, not score or (pl.implements("pre_score") and not hints(pl).pre_score_decided_by_pod),
+                        hints(pl).score_key(pod) if score else None, gives(pl, "same_everywhere"))
                        for pl, w in profile.weighted(phase) if pl.name not in static]
         pod.memo[key] = got
     return got
@@ -58,7 +59,7 @@ def filter_plan(pod: Any, profile: Profile, skipped: AbstractSet[str], skipped_n
         for pl in profile.at("filter"):
             if pl.name in skipped:
                 continue
-            k = pl.static_filter_key(pod)
+            k = hints(pl).static_filter_key(pod)
             if k is None:
                 dynamic.append(pl)
             else:
@@ -132,7 +133,7 @@ class CycleCache:
         elif entry[1] < len(log):
             raw, stale = entry[0], list(set(log[entry[1]:]))
             entry[1] = len(log)
-            each = pl.score_each(ctx, stale) if len(stale) <= SCORE_ONE_BY_ONE else None
+            each = hints(pl).score_each(ctx, stale) if len(stale) <= SCORE_ONE_BY_ONE else None
             if each is None:
                 raw[stale] = pl.score(ctx, np.array(stale))
             else:

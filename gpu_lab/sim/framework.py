@@ -217,49 +217,6 @@ class Plugin:
     def normalize_score(self, ctx: CycleContext, scores: np.ndarray) -> np.ndarray:
         return scores
 
-    def score_key(self, pod: Pod) -> Any:
-        """For a node-local Score: a hashable key such that pods with equal keys get
-        the same raw score on every node, and a node's raw score changes only when
-        pods are bound to or removed from it (or the node itself changes). The
-        scheduler then keeps raw scores per key and rescores only the nodes that
-        changed since (with ``score_each`` when there are few). None (the
-        default): score every cycle."""
-        return None
-
-    def score_each(self, ctx: CycleContext, nodes: list[int]) -> list[int] | None:
-        """Raw scores of a few nodes, one node at a time as kube-scheduler's per-node
-        Score computes them (plain Python: cheaper than numpy for a handful). None
-        when the plugin only scores many nodes at once."""
-        return None
-
-    def skips_pre_filter(self, pod: Pod) -> bool:
-        """True when PreFilter returns Skip for this pod whatever the cluster holds
-        (it depends on the pod and the plugin's args only). The scheduler then
-        counts the plugin as skipped without calling it."""
-        return False
-
-    def skips_pre_score(self, pod: Pod) -> bool:
-        """Like ``skips_pre_filter``, for PreScore."""
-        return False
-
-    # True when PreScore only ever returns what skips_pre_score says (it reads the pod
-    # and the args, nothing else): a pod it does not skip need not ask it again.
-    pre_score_decided_by_pod: ClassVar[bool] = False
-
-    def same_everywhere(self, ctx: CycleContext) -> bool:
-        """True when this plugin's normalised score is the same on every node for this
-        pod: it then cannot change which node wins, and the scheduler leaves it out
-        when it is not recording explanations."""
-        return False
-
-    def static_filter_key(self, pod: Pod) -> Any:
-        """For a Filter that depends only on the node objects (labels, taints,
-        spec), never on the pods bound to them: a hashable key such that pods with
-        equal keys get the same verdict on every node. The scheduler then keeps
-        the combined mask of such filters until a node changes. None (the
-        default) means: run Filter every cycle."""
-        return None
-
     @classmethod
     def implements(cls, phase: str) -> bool:
         own = getattr(cls, phase, None)

@@ -39,6 +39,7 @@ import numpy as np
 from ..model.objects import Pod
 from .batch import BatchCycle, Batching, others_scored
 from .cache import CycleCache, plan
+from .cachehints import hints
 from .framework import (
     ERROR,
     SKIP,
@@ -444,7 +445,7 @@ class Scheduler:
         cache.start_scoring()
         record = self.record or keep
         for pl, w, asks, key, may_be_constant in ask:
-            if may_be_constant and not record and pl.same_everywhere(ctx):
+            if may_be_constant and not record and hints(pl).same_everywhere(ctx):
                 continue  # adds the same to every node's total: cannot change the choice
             if asks:
                 st = pl.pre_score(ctx, feasible)

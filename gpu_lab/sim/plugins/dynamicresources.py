@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from ..cachehints import CacheHints
 from ..dra.scheduling import AllocatorError, PodDra, wants_dra
 from ..dra.state import dra_state
 from ..framework import (
@@ -46,7 +47,7 @@ from ..framework import (
 CLAIMS_RELEASED = "deallocation and deletion of ResourceClaims completed"
 
 
-class DynamicResources(Plugin):
+class DynamicResources(CacheHints, Plugin):
     name = "DynamicResources"
 
     def pod_group_post_filter(self, group: Any, run_group: Any, members: list) -> PostFilterResult:

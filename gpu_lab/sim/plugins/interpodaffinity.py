@@ -60,6 +60,7 @@ import numpy as np
 from ...errors import GpuLabError
 from ...model.objects import Pod
 from ...model.selectors import LabelSelector, Requirement
+from ..cachehints import CacheHints
 from ..framework import (
     MAX_NODE_SCORE,
     UNRESOLVABLE,
@@ -294,7 +295,7 @@ class _FilterState:
     reason: np.ndarray | None = None  # per node, without nominated pods: 0 fits, else _REASONS index
 
 
-class InterPodAffinity(WithNominatedPods, Plugin):
+class InterPodAffinity(WithNominatedPods, CacheHints, Plugin):
     name = "InterPodAffinity"
 
     def __init__(self, args=None, handle=None):

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from ...model.selectors import NodeSelectorTerm
+from ..cachehints import CacheHints
 from ..framework import UNRESOLVABLE, CycleContext, Plugin, Status, default_normalize
 from .helper import NodeObjectCache, freeze, required_affinity_key, required_node_affinity_mask
 
@@ -41,7 +42,7 @@ def _pinned_names(pod) -> frozenset[str] | None:
     return None if names is None else frozenset(names)
 
 
-class NodeAffinity(Plugin):
+class NodeAffinity(CacheHints, Plugin):
     name = "NodeAffinity"
     pre_score_decided_by_pod = True
 

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..cachehints import CacheHints
 from ..framework import UNRESOLVABLE, CycleContext, Plugin, Status
 
 ERR_REASON = "node(s) didn't match the requested node name"
 
 
-class NodeName(Plugin):
+class NodeName(CacheHints, Plugin):
     name = "NodeName"
 
     def static_filter_key(self, pod):

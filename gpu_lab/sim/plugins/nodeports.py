@@ -23,6 +23,7 @@ import weakref
 import numpy as np
 
 from ...model.objects import HostPort, Pod
+from ..cachehints import CacheHints
 from ..framework import UNSCHEDULABLE, CycleContext, Plugin, Status
 from ..snapshot import Snapshot
 
@@ -95,7 +96,7 @@ def conflicts(ips: set[str], ip: str) -> bool:
     return DEFAULT_BIND_ALL_HOST_IP in ips or ip in ips
 
 
-class NodePorts(Plugin):
+class NodePorts(CacheHints, Plugin):
     name = "NodePorts"
 
     def skips_pre_filter(self, pod: Pod) -> bool:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...model.objects import Taint
+from ..cachehints import CacheHints
 from ..framework import UNRESOLVABLE, CycleContext, Plugin, Status
 from .helper import NodeObjectCache
 
@@ -16,7 +17,7 @@ ERR_REASON_UNSCHEDULABLE = "node(s) were unschedulable"
 UNSCHEDULABLE_TAINT = Taint("node.kubernetes.io/unschedulable", "", "NoSchedule")
 
 
-class NodeUnschedulable(Plugin):
+class NodeUnschedulable(CacheHints, Plugin):
     name = "NodeUnschedulable"
 
     def __init__(self, args=None, handle=None):

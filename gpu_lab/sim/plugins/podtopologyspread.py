@@ -55,6 +55,7 @@ import numpy as np
 from ...errors import GpuLabError
 from ...model.objects import Pod
 from ...model.selectors import LabelSelector, Requirement
+from ..cachehints import CacheHints
 from ..framework import (
     MAX_NODE_SCORE,
     UNRESOLVABLE,
@@ -207,7 +208,7 @@ class _ScoreState:
     weights: list[float]
 
 
-class PodTopologySpread(WithNominatedPods, Plugin):
+class PodTopologySpread(WithNominatedPods, CacheHints, Plugin):
     name = "PodTopologySpread"
 
     def __init__(self, args=None, handle=None):

@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...model.objects import Toleration
+from ..cachehints import CacheHints
 from ..framework import UNRESOLVABLE, CycleContext, Plugin, Status, default_normalize
 from .helper import NodeObjectCache, tolerated_mask
 
@@ -23,7 +24,7 @@ def _tolerations_key(tolerations: list[Toleration]) -> tuple:
     return tuple(tolerations)
 
 
-class TaintToleration(Plugin):
+class TaintToleration(CacheHints, Plugin):
     name = "TaintToleration"
 
     def __init__(self, args=None, handle=None):

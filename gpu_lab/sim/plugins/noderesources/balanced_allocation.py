@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from ...cachehints import CacheHints
 from ...framework import MAX_NODE_SCORE, CycleContext, Plugin, Status
 from .scoring import node_rows, offered_everywhere, pod_request, scored_resources, value_readers
 
@@ -79,7 +80,7 @@ def _balance(used: list[np.ndarray], allocs: list[np.ndarray]) -> np.ndarray:
     return ((1 - std) * MAX_NODE_SCORE).astype(np.int64)  # int64() truncates like Go
 
 
-class BalancedAllocation(Plugin):
+class BalancedAllocation(CacheHints, Plugin):
     name = "NodeResourcesBalancedAllocation"
     pre_score_decided_by_pod = True
 

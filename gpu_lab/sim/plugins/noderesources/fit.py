@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from ....errors import GpuLabError
+from ...cachehints import CacheHints
 from ...framework import MAX_NODE_SCORE, UNRESOLVABLE, UNSCHEDULABLE, CycleContext, Plugin, Status
 from .scoring import (
     MAX_CUSTOM_PRIORITY_SCORE,
@@ -46,7 +47,7 @@ def _delegated_to_dra(ctx: CycleContext, name: str) -> bool:
     return state is not None and state.maps_extended() and state.extended_class(name) is not None
 
 
-class Fit(Plugin):
+class Fit(CacheHints, Plugin):
     name = "NodeResourcesFit"
 
     def __init__(self, args=None, handle=None):
