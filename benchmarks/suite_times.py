@@ -21,7 +21,7 @@ from pathlib import Path
 
 
 def module_of(classname: str) -> str:
-    """JUnit's dotted class name as a file: tests.backends.test_kind.TestX ->
+    """JUnit's dotted class name as a file: tests.backends.kind.test_kind.TestX ->
     tests/backends/kind/test_kind.py; nbval's lessons.00_start_here.ipynb -> lessons/00_start_here.ipynb."""
     if classname.endswith(".ipynb"):
         folder, _, name = classname.removesuffix(".ipynb").partition(".")
