@@ -24,7 +24,7 @@ from ...gpus import get_model
 from ...model.duration import parse_duration
 from ...simulation import simulate
 from .feedback import Checklist, Feedback
-from .manifests import read_manifests
+from .manifests import hardware_problem, read_manifests
 
 TITLE = "Lab 07"
 GPU = "nvidia.com/gpu"
@@ -118,11 +118,9 @@ def work_problems(submission: Any) -> list[str]:
     """What the submission changed about Monday's work (empty when it is the same work)."""
     docs = documents(submission)
     problems: list[str] = []
-    hardware = [d for d in docs if d.get("kind") in HARDWARE_KINDS]
-    if hardware:
-        names = ", ".join(f"{d['kind']} {(d.get('metadata') or {}).get('name', '?')}" for d in hardware)
-        problems.append(f"the submission brings hardware ({names}): the cluster is fixed at 24 GPUs "
-                        "(lab07.CLUSTER)")
+    hardware = hardware_problem(docs, HARDWARE_KINDS, "the cluster is fixed at 24 GPUs (lab07.CLUSTER)")
+    if hardware is not None:
+        problems.append(hardware)
     jobs = {f"{(d.get('metadata') or {}).get('namespace') or 'default'}/{(d.get('metadata') or {}).get('name')}": d
             for d in docs if d.get("kind") == "Job"}
     for w in MONDAY_WORK:

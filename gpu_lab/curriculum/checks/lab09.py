@@ -27,7 +27,7 @@ from ...gpus.mig import geometry
 from ...model.quantity import parse_quantity
 from ...model.scenario import load_scenario
 from .feedback import Checklist
-from .manifests import read_manifests
+from .manifests import hardware_problem, read_manifests
 
 __all__ = ["CLUSTER", "SERVICES", "Service", "check_all_running", "check_memory",
            "check_no_whole_h100", "check_tensor_parallel", "documents", "run", "work_problems"]
@@ -128,10 +128,9 @@ def work_problems(submission: Any) -> list[str]:
     """What the submission changed about the services themselves (empty when nothing)."""
     docs = documents(submission)
     problems: list[str] = []
-    hardware = [d for d in docs if d.get("kind") in HARDWARE_KINDS]
-    if hardware:
-        names = ", ".join(f"{d['kind']} {(d.get('metadata') or {}).get('name', '?')}" for d in hardware)
-        problems.append(f"the submission brings hardware ({names}): the fleet is fixed (lab09.CLUSTER)")
+    hardware = hardware_problem(docs, HARDWARE_KINDS, "the fleet is fixed (lab09.CLUSTER)")
+    if hardware is not None:
+        problems.append(hardware)
     pods = {(d.get("metadata") or {}).get("name"): d for d in docs if d.get("kind") == "Pod"}
     for s in SERVICES:
         pod = pods.get(s.name)

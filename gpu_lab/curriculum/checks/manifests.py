@@ -34,3 +34,14 @@ def read_manifests(submission: Any, title: str) -> list[dict]:
         return [d for d in docs if isinstance(d, dict)]
     raise GpuLabError(f"{title}: give the manifests as a list of dicts, YAML text or a file path, "
                       f"not {type(submission).__name__}")
+
+
+def hardware_problem(docs: list[dict], kinds: tuple[str, ...], fixed: str) -> str | None:
+    """The one line for a submission that brings its own hardware (objects of ``kinds``) to
+    a lab whose cluster is fixed (``fixed`` says how), or None."""
+    hardware = [d for d in docs if d.get("kind") in kinds]
+    if not hardware:
+        return None
+    names = ", ".join(f"{d['kind']} {(d.get('metadata') or {}).get('name', '?')}" for d in hardware)
+    return f"the submission brings hardware ({names}): {fixed}"
+
