@@ -25,22 +25,18 @@ common built-in kinds resolve without a request, anything else through API disco
 
 from __future__ import annotations
 
-import contextlib
-import json
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import urllib3
-from kubernetes import client as k8s
-from kubernetes.client import rest
 
 from gpu_lab.errors import GpuLabError
 
-from ..names import MAX_REQUEST_BYTES
 from . import kubeconfig as kc
-from .errors import ApiError, NotFound, Unreachable, api_error
+from .errors import ApiError, NotFound
 from .resources import Resource, builtin, discovered
+from .transport import Transport
 from .watch import CancellableWatch, WatchEvent
 
 PATCH_TYPES = {
@@ -50,10 +46,7 @@ PATCH_TYPES = {
     "apply": "application/apply-patch+yaml",
 }
 DEFAULT_TIMEOUT_S = 30.0
-#: kube-apiserver's --max-request-body-bytes default (3 MiB): a larger body is refused with
-#: 413 before it is read; checked here so that it is one line at once, not a broken TLS stream
 FIELD_MANAGER = "gpu-lab"
-USER_AGENT = "gpu-lab"
 
 
 class KubeClient:
@@ -63,11 +56,10 @@ class KubeClient:
         self.creds = creds
         self.server = creds.server
         self.timeout = timeout
-        self.configuration = creds.configuration()
+        self.transport = Transport(creds, timeout)
+        self.configuration = self.transport.configuration
         #: the package's client: ``kubernetes.client.CoreV1Api(kube.api)`` and friends work
-        self.api = k8s.ApiClient(self.configuration)
-        self.api.user_agent = USER_AGENT
-        self._cert = (creds.cert_file, creds.key_file)
+        self.api = self.transport.api
         self._discovered: dict[str, list[dict]] = {}
 
     @classmethod
@@ -82,7 +74,7 @@ class KubeClient:
         return cls(kc.in_cluster(), timeout=timeout)
 
     def close(self) -> None:
-        self.api.close()
+        self.transport.close()
 
     def __enter__(self) -> KubeClient:
         return self
@@ -94,92 +86,10 @@ class KubeClient:
         return f"KubeClient({self.server!r})"
 
     # ------------------------------------------------------------------ transport
-
-    def request(
-        self,
-        method: str,
-        path: str,
-        *,
-        params: Mapping[str, Any] | None = None,
-        body: Any = None,
-        content_type: str = "application/json",
-        stream: bool = False,
-        timeout: float | tuple[float, float | None] | None = None,
-    ) -> urllib3.BaseHTTPResponse:
-        """One HTTP request; raises :class:`ApiError` on an HTTP error status. The answer is
-        urllib3's response (``.json()``, ``.data``); read whole unless ``stream``. With an
-        exec credential plugin, its (cached) token or certificate goes with the request."""
-        headers = {"Accept": "application/json"}
-        if body is not None:
-            headers["Content-Type"] = content_type
-            if isinstance(body, (str, bytes)) and "json" in content_type:
-                body = json.loads(body)  # the package serialises JSON bodies itself
-            size = len(body if isinstance(body, (str, bytes)) else json.dumps(body))
-            if size > MAX_REQUEST_BYTES:
-                raise ApiError(413, "RequestEntityTooLarge",
-                               f"Request entity too large: limit is {MAX_REQUEST_BYTES}")
-        query = [(k, v) for k, v in (params or {}).items() if v is not None]
-        if timeout is None:
-            timeout = (self.timeout, self.timeout)
-        elif not isinstance(timeout, tuple):
-            timeout = (timeout, timeout)
-        plugin = self.creds.exec
-        cred = plugin.credential() if plugin else None
-        resp = self._send(method, path, query, body, headers, timeout, cred)
-        if resp.status == 401 and plugin is not None and cred is not None:
-            # client-go's rule: a 401 means the plugin's credential was revoked or rotated
-            # early; run the plugin again (once) and repeat the request with the new one
-            self._drain(resp)
-            cred = plugin.refresh(cred)
-            resp = self._send(method, path, query, body, headers, timeout, cred)
-        if resp.status >= 400:
-            raise api_error(resp.status, resp.reason or "", self._drain(resp))
-        if not stream:
-            self._drain(resp)
-        return resp
-
-    def _send(self, method, path, query, body, headers, timeout, cred):
-        headers = dict(headers)
-        if cred is not None and cred.cert_file and (cred.cert_file, cred.key_file) != self._cert:
-            self._use_cert(cred.cert_file, cred.key_file)
-        method, url, headers, _, _ = self.api.param_serialize(
-            method, path, query_params=query, header_params=headers, auth_settings=["BearerToken"]
-        )
-        if cred is not None and cred.token:
-            headers["authorization"] = f"Bearer {cred.token}"
-        with self._errors():
-            return self.api.call_api(method, url, headers, body, _request_timeout=timeout).response
-
-    def _use_cert(self, cert_file: str, key_file: str) -> None:
-        # the connection pool holds the client certificate: a plugin's new one needs a new pool
-        self.configuration.cert_file, self.configuration.key_file = cert_file, key_file
-        old, self.api.rest_client = self.api.rest_client, rest.RESTClientObject(self.configuration)
-        old.close()
-        self._cert = (cert_file, key_file)
-
-    def _drain(self, resp: urllib3.BaseHTTPResponse) -> bytes:
-        """The whole body; the connection goes back to the pool."""
-        with self._errors():
-            data = resp.data or b""
-        resp.release_conn()
-        return data
-
-    @contextlib.contextmanager
-    def _errors(self) -> Iterator[None]:
-        """Transport failures as one :class:`Unreachable` line."""
-        try:
-            yield
-        except k8s.ApiException as exc:  # the package reports a TLS failure as status 0
-            first = str(exc.reason or exc).splitlines()[-1]
-            raise Unreachable(f"TLS error talking to {self.server}: {first}") from exc
-        except urllib3.exceptions.ReadTimeoutError as exc:
-            raise Unreachable(f"the API server at {self.server} did not answer in time") from exc
-        except urllib3.exceptions.HTTPError as exc:
-            raise Unreachable(f"cannot connect to the API server at {self.server}") from exc
-
-    def _json(self, method: str, path: str, **kw) -> dict:
-        data = self.request(method, path, **kw).data
-        return json.loads(data) if data else {}
+    def request(self, method: str, path: str, **kw: Any) -> urllib3.BaseHTTPResponse:
+        """One HTTP request (``transport.py``: params, body, content_type, stream, timeout);
+        raises :class:`ApiError` on an HTTP error status."""
+        return self.transport.request(method, path, **kw)
 
     # ------------------------------------------------------------------ resources
 
@@ -196,7 +106,7 @@ class KubeClient:
         if api_version not in self._discovered:
             path = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
             try:
-                doc = self._json("GET", path)
+                doc = self.transport.json("GET", path)
             except NotFound:
                 doc = {}
             self._discovered[api_version] = [
@@ -210,24 +120,11 @@ class KubeClient:
         except KeyError as exc:
             raise GpuLabError(f"object has no {exc.args[0]}: {str(obj)[:80]}") from exc
 
-    @staticmethod
-    def _dry(dry_run: bool, params: dict | None = None) -> dict:
-        out = dict(params or {})
-        if dry_run:
-            out["dryRun"] = "All"
-        return out
-
-    @staticmethod
-    def _ns(r: Resource, namespace: str | None) -> str | None:
-        if not r.namespaced:
-            return None
-        return namespace or "default"
-
     # ------------------------------------------------------------------ verbs
 
     def server_version(self) -> dict:
         """``/version``: ``{"major": "1", "minor": "37", "gitVersion": "v1.37.2", ...}``."""
-        return self._json("GET", "/version")
+        return self.transport.json("GET", "/version")
 
     def get(
         self,
@@ -238,7 +135,7 @@ class KubeClient:
         subresource: str | None = None,
     ) -> dict:
         r = self.resource(kind, api_version)
-        return self._json("GET", r.path(self._ns(r, namespace), name, subresource))
+        return self.transport.json("GET", r.path(_ns(r, namespace), name, subresource))
 
     def list(
         self,
@@ -259,13 +156,13 @@ class KubeClient:
             "limit": limit,
             "resourceVersion": resource_version,
         }
-        return self._json("GET", r.path(namespace), params=params)
+        return self.transport.json("GET", r.path(namespace), params=params)
 
     def create(self, obj: Mapping[str, Any], namespace: str | None = None, dry_run: bool = False):
         r = self._of(obj)
-        ns = self._ns(r, namespace or (obj.get("metadata") or {}).get("namespace"))
-        return self._json(
-            "POST", r.path(ns), body=obj, params=self._dry(dry_run, {"fieldManager": FIELD_MANAGER})
+        ns = _ns(r, namespace or (obj.get("metadata") or {}).get("namespace"))
+        return self.transport.json(
+            "POST", r.path(ns), body=obj, params=_dry(dry_run, {"fieldManager": FIELD_MANAGER})
         )
 
     def update(
@@ -274,8 +171,8 @@ class KubeClient:
         """PUT the whole object (``metadata.resourceVersion`` guards against lost updates)."""
         r = self._of(obj)
         meta = obj.get("metadata") or {}
-        path = r.path(self._ns(r, meta.get("namespace")), meta["name"], subresource)
-        return self._json("PUT", path, body=obj, params=self._dry(dry_run))
+        path = r.path(_ns(r, meta.get("namespace")), meta["name"], subresource)
+        return self.transport.json("PUT", path, body=obj, params=_dry(dry_run))
 
     def patch(
         self,
@@ -294,14 +191,14 @@ class KubeClient:
         if patch_type not in PATCH_TYPES:
             raise GpuLabError(f"unknown patch type {patch_type!r}: use {', '.join(PATCH_TYPES)}")
         r = self.resource(kind, api_version)
-        params = self._dry(dry_run)
+        params = _dry(dry_run)
         if patch_type == "apply":
             params["fieldManager"] = FIELD_MANAGER
             if force:
                 params["force"] = "true"
-        return self._json(
+        return self.transport.json(
             "PATCH",
-            r.path(self._ns(r, namespace), name, subresource),
+            r.path(_ns(r, namespace), name, subresource),
             body=patch,
             content_type=PATCH_TYPES[patch_type],
             params=params,
@@ -327,8 +224,8 @@ class KubeClient:
         if propagation_policy:
             body["propagationPolicy"] = propagation_policy
         try:
-            return self._json(
-                "DELETE", r.path(self._ns(r, namespace), name), body=body, params=self._dry(dry_run)
+            return self.transport.json(
+                "DELETE", r.path(_ns(r, namespace), name), body=body, params=_dry(dry_run)
             )
         except NotFound:
             if missing_ok:
@@ -360,3 +257,16 @@ class KubeClient:
             api_version=api_version,
             allow_bookmarks=allow_bookmarks,
         )
+
+
+def _dry(dry_run: bool, params: dict | None = None) -> dict:
+    out = dict(params or {})
+    if dry_run:
+        out["dryRun"] = "All"
+    return out
+
+
+def _ns(r: Resource, namespace: str | None) -> str | None:
+    if not r.namespaced:
+        return None
+    return namespace or "default"
