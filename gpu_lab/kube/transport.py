@@ -118,8 +118,3 @@ class Transport:
             raise Unreachable(f"the API server at {self.server} did not answer in time") from exc
         except urllib3.exceptions.HTTPError as exc:
             raise Unreachable(f"cannot connect to the API server at {self.server}") from exc
-
-    def json(self, method: str, path: str, **kw) -> dict:
-        """The answer's JSON ({} for an empty body)."""
-        data = self.request(method, path, **kw).data
-        return json.loads(data) if data else {}
