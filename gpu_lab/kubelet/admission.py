@@ -84,7 +84,7 @@ def admit_devices(
             if ids:
                 out.devices.setdefault(container, {})[r] = ids  # a fresh list
     except DeviceAllocationError as err:
-        manager.release(pod_key)
+        manager.pods.release(pod_key)
         out.failure = (UNEXPECTED_ADMISSION_ERROR, admission_error_message(err))
     return out
 

@@ -23,6 +23,8 @@ against Kubernetes v1.37.2):
 * Allocation (``devicesToAllocate``) takes only healthy devices that no
   container holds, with the kubelet's own error messages; a container that
   already holds its devices gets them again (container restart).
+* Who holds which device, and the plugin's Allocate answers, are kept apart in
+  ``manager.pods`` (:class:`~.poddevices.PodDevices`, the kubelet's ``podDevices``).
 
 Time comes from ``clock`` (seconds, default ``time.monotonic``), so tests can
 drive the grace period with a fake clock instead of waiting five minutes.
@@ -47,6 +49,7 @@ from typing import Any
 
 from ..deviceplugin.deviceids import HEALTHY, preferred_allocation
 from ..errors import DeviceAllocationError, GpuLabError
+from .poddevices import PodDevices
 
 ENDPOINT_STOP_GRACE_PERIOD = 5 * 60.0  # seconds; the kubelet's endpointStopGracePeriod
 
@@ -80,10 +83,7 @@ class DeviceManager:
         self._health: dict[str, dict[str, bool]] = {}  # resource -> id -> healthy, advertised order
         self._removed: set[str] = set()  # resources that left capacity (shown at 0)
         self._stopped: set[str] = set()  # resources whose endpoint is stopped (grace running)
-        # pod key -> container -> resource -> ids
-        self.held: dict[str, dict[str, dict[str, list[str]]]] = {}
-        # pod key -> container -> resource -> the plugin's ContainerAllocateResponse as a dict
-        self.responses: dict[str, dict[str, dict[str, dict[str, Any]]]] = {}
+        self.pods = PodDevices(self._lock)  # who holds which device (pod_devices.go)
         for resource, ids in (devices or {}).items():
             self.register(resource, None)
             self.update_devices(resource, ids)
@@ -201,14 +201,11 @@ class DeviceManager:
             return [r for r in self._health if r in self._endpoints]
 
     # ------------------------------------------------------------- allocation
-    def _held_ids(self, resource: str) -> set[str]:
-        return {d for ctrs in self.held.values() for per in ctrs.values() for d in per.get(resource, ())}
-
     def free_devices(self, resource: str) -> list[str]:
         """Healthy devices of ``resource`` no container holds, in advertised order."""
         with self._lock:
             self._collect()
-            taken = self._held_ids(resource)
+            taken = self.pods.held_ids(resource)
             return [d for d, ok in self._health.get(resource, {}).items() if ok and d not in taken]
 
     def available(self, resource: str) -> list[str]:
@@ -234,7 +231,7 @@ class DeviceManager:
         kubelet's message.
         """
         with self._lock:
-            current = self.held.get(pod_key, {}).get(container, {}).get(resource)
+            current = self.pods.get(pod_key, container, resource)
             if current:
                 if len(current) != count:
                     raise DeviceAllocationError(
@@ -259,55 +256,8 @@ class DeviceManager:
                 ids += [d for d in free if d not in set(ids)][: count - len(ids)]
             else:
                 ids = preferred_allocation(free, (), count, self._health[resource])
-            self.held.setdefault(pod_key, {}).setdefault(container, {})[resource] = list(ids)
+            self.pods.insert(pod_key, container, resource, ids)
             return list(ids)
-
-    def record_response(self, pod_key: str, container: str, resource: str, response: Mapping[str, Any]) -> None:
-        """Keep the plugin's Allocate answer (envs, mounts, devices, ...) for a container."""
-        with self._lock:
-            self.responses.setdefault(pod_key, {}).setdefault(container, {})[resource] = dict(response)
-
-    def container_envs(self, pod_key: str, container: str) -> dict[str, str]:
-        """The environment the plugins' Allocate answers give a container."""
-        with self._lock:
-            envs: dict[str, str] = {}
-            for resp in self.responses.get(pod_key, {}).get(container, {}).values():
-                envs.update(resp.get("envs", {}))
-            return envs
-
-    def release_container(self, pod_key: str, container: str, resource: str | None = None) -> None:
-        """Forget one container's devices (all resources, or one), e.g. after a failed Allocate."""
-        with self._lock:
-            for book in (self.held, self.responses):
-                ctrs = book.get(pod_key, {})
-                per = ctrs.get(container, {})
-                if resource is None:
-                    per.clear()
-                else:
-                    per.pop(resource, None)
-                if not per:
-                    ctrs.pop(container, None)
-                if not ctrs:
-                    book.pop(pod_key, None)
-
-    def release(self, pod_key: str) -> None:
-        with self._lock:
-            self.held.pop(pod_key, None)
-            self.responses.pop(pod_key, None)
-
-    def allocations(self, pod_key: str) -> dict[str, dict[str, list[str]]]:
-        """container -> resource -> device IDs held by the pod."""
-        with self._lock:
-            return {c: {r: list(ids) for r, ids in per.items()} for c, per in self.held.get(pod_key, {}).items()}
-
-    def pod_devices(self, pod_key: str) -> dict[str, list[str]]:
-        """resource -> every device ID the pod's containers hold."""
-        with self._lock:
-            out: dict[str, list[str]] = {}
-            for per in self.held.get(pod_key, {}).values():
-                for r, ids in per.items():
-                    out.setdefault(r, []).extend(ids)
-            return out
 
 
 class _DevicesView(Mapping):

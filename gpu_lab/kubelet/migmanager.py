@@ -63,8 +63,7 @@ class MigOutcome:
 def holders(sn: AgentNode) -> list[str]:
     """The pods (namespace/name) holding any of the node's devices (the worker's view)."""
     return sorted(st.key for uid, st in list(sn.pods.items())
-                  if st.admitted and any(ids for per in sn.manager.held.get(uid, {}).values()
-                                         for ids in per.values()))
+                  if st.admitted and sn.manager.pods.holds_any(uid))
 
 
 def changes(before: dict[str, str], after: dict[str, str]) -> dict[str, str | None]:

@@ -243,12 +243,7 @@ class AgentNode:
 
     def held(self) -> dict[str, int]:
         """Resource -> devices held by this node's pods."""
-        out: dict[str, int] = {}
-        for per_pod in list(self.manager.held.values()):
-            for per in list(per_pod.values()):
-                for r, ids in list(per.items()):
-                    out[r] = out.get(r, 0) + len(ids)
-        return out
+        return self.manager.pods.counts()
 
     def admission_allocatable(self) -> dict[str, int]:
         """Allocatable for the kubelet's fit predicate: device resources at least what is

@@ -126,7 +126,7 @@ class PodWorkers:
     def _release(self, sn: AgentNode, st: PodState) -> None:
         if st.admitted:
             st.admitted = False
-            sn.manager.release(st.uid)
+            sn.manager.pods.release(st.uid)
             log.info("%s: released %s", sn.name, st.key)
 
     def _adopt(self, sn: AgentNode, st: PodState, pod: dict) -> None:
@@ -163,7 +163,7 @@ class PodWorkers:
         used, count = sn.used()
         failure = fit_failure(st.requests, used, count, sn.admission_allocatable())
         if failure:
-            m.release(st.uid)
+            m.pods.release(st.uid)
             self._reject(client, sn, st, pod, *failure)
             return
         cdi: dict[str, list[str]] = {}
@@ -171,7 +171,7 @@ class PodWorkers:
             prepared = prepare_claims(client, sn, st, pod,
                                       lambda s: self.timers.after(s, sn.name, st.uid, "prepare"))
             if prepared is None:
-                m.release(st.uid)
+                m.pods.release(st.uid)
                 return
             for container, per in prepared.devices.items():
                 devices.setdefault(container, {}).update(per)

@@ -253,10 +253,10 @@ class KubeletServer:
     def allocate(self, pod_key: str, container: str, resource: str, count: int) -> Allocation:
         """The kubelet's allocation of ``count`` devices of ``resource`` for one container."""
         pb2, m = self.pb2, self.manager
-        held = m.allocations(pod_key).get(container, {}).get(resource)
+        held = m.pods.get(pod_key, container, resource)
         if held:  # container restart: same devices, no new Allocate call
             ids = m.allocate(pod_key, container, resource, count)
-            resp = m.responses.get(pod_key, {}).get(container, {}).get(resource, {})
+            resp = m.pods.response(pod_key, container, resource)
             return self._allocation(resource, ids, resp)
         with self._lock:
             client = self._clients.get(resource)
@@ -275,16 +275,16 @@ class KubeletServer:
         if not ids:
             return Allocation(resource, [])
         if client is None:
-            m.release_container(pod_key, container, resource)
+            m.pods.release_container(pod_key, container, resource)
             raise DeviceAllocationError(f"unknown Device Plugin {resource}")
         request = pb2.AllocateRequest(container_requests=[pb2.ContainerAllocateRequest(devices_ids=ids)])
         try:
             answer = client.stub.Allocate(request, timeout=self.rpc_timeout)
         except grpc.RpcError as err:
-            m.release_container(pod_key, container, resource)
+            m.pods.release_container(pod_key, container, resource)
             raise DeviceAllocationError(rpc_error_text(err)) from None
         if not answer.container_responses:
-            m.release_container(pod_key, container, resource)
+            m.pods.release_container(pod_key, container, resource)
             raise DeviceAllocationError(f"no containers return in allocation response {answer}")
         r = answer.container_responses[0]
         resp = {
@@ -296,7 +296,7 @@ class KubeletServer:
             "annotations": dict(r.annotations),
             "cdi_devices": [x.name for x in r.cdi_devices],
         }
-        m.record_response(pod_key, container, resource, resp)
+        m.pods.record_response(pod_key, container, resource, resp)
         log.info("allocated %s to %s/%s: %s", resource, pod_key, container, ",".join(ids))
         return self._allocation(resource, ids, resp)
 

@@ -55,7 +55,7 @@ class Binder:
         try:
             dra_devices = dra.bind(snap, pod, c.nodes[node])  # DynamicResources' Reserve + PreBind
         except dra.BindError as err:
-            dm.release(pod.key)
+            dm.pods.release(pod.key)
             self.reject(rec, node, UNEXPECTED_ADMISSION_ERROR, str(err))
             return
         snap.add_pod(pod, snap.index[node])
@@ -64,8 +64,8 @@ class Binder:
         rec.node, rec.phase, rec.reason, rec.message = node, "Running", "", ""
         rec.nominated_node = None
         if device_requests(pod):
-            rec.devices = dm.pod_devices(pod.key)
-            rec.container_devices = dm.allocations(pod.key)
+            rec.devices = dm.pods.pod_devices(pod.key)
+            rec.container_devices = dm.pods.allocations(pod.key)
         for container, claimed in dra_devices.items():
             for key, ids in claimed.items():
                 rec.container_devices.setdefault(container, {}).setdefault(key, []).extend(ids)
@@ -147,7 +147,7 @@ class Binder:
         c = self.cluster
         if rec.node is not None and rec.pod.key in c.snapshot.pod_node:
             c.snapshot.remove_pod(rec.pod)
-            self.kubelets.devices[rec.node].release(rec.pod.key)
+            self.kubelets.devices[rec.node].pods.release(rec.pod.key)
             c.running_on.get(rec.node, {}).pop(rec.pod.key, None)
             c.gpus_allocated -= pod_gpus(rec.pod)
             c.generation += 1

@@ -133,7 +133,7 @@ class Kubelets:
             pods_used = int(snap.requested[i, snap.rindex["pods"]])
             failure = fit_failure(requests, used, pods_used, n.allocatable)
         if failure:
-            dm.release(pod.key)
+            dm.pods.release(pod.key)
         return failure
 
     def kill_plugin(self, node: str) -> None:

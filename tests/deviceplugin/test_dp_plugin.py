@@ -300,7 +300,7 @@ def test_time_sliced_round_trip_and_kubelet_restart(short_dir):
                                   '"nvidia.com/gpu.shared": invalid request: maximum request size for shared '
                                   'resources is 1; found 2')
         assert exc.value.admission_message.startswith("Allocate failed due to rpc error: code = Unknown")
-        assert kubelet.manager.allocations("ns/big") == {}  # rolled back
+        assert kubelet.manager.pods.allocations("ns/big") == {}  # rolled back
         a = kubelet.allocate("ns/a", "c", res, 1)
         b = kubelet.allocate("ns/b", "c", res, 1)
         assert (a.device_ids, b.device_ids) == ([f"{u[0]}::0"], [f"{u[1]}::0"])  # spread like NVIDIA

@@ -83,7 +83,7 @@ def test_plugin_process_registers_lists_allocates_and_pushes_health(dirs, spawn)
         a = kubelet.allocate("default/train", "main", GPU, 2)
         assert a.device_ids == U[:2]
         assert a.envs == {"NVIDIA_VISIBLE_DEVICES": f"{U[0]},{U[1]}"}
-        assert m.container_envs("default/train", "main") == a.envs
+        assert m.pods.container_envs("default/train", "main") == a.envs
 
         # Flip health from outside the plugin process: ListAndWatch pushes the new list.
         Path(plugin_dir, HEALTH_FILE).write_text(f"{U[3]} Unhealthy\n")
@@ -122,7 +122,7 @@ def test_killed_plugin_allocatable_drops_at_once_capacity_after_grace_restart_re
         proc = spawn()
         assert kubelet.wait_for(lambda: m.allocatable()[GPU] == 4, START), logs_of(dirs)
         assert m.capacity() == {GPU: 4}
-        assert m.allocations("default/running") == {"main": {GPU: [U[0]]}}
+        assert m.pods.allocations("default/running") == {"main": {GPU: [U[0]]}}
 
         # Gone for longer than the grace period: capacity drops too (the name lingers at 0).
         proc.send_signal(signal.SIGKILL)

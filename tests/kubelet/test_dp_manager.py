@@ -73,7 +73,7 @@ def test_endpoint_gone_allocatable_zero_at_once_capacity_after_grace(dm, clock):
     dm.register(GPU, "nvidia-gpu.sock")
     dm.update_devices(GPU, IDS)
     assert dm.capacity() == dm.allocatable() == {GPU: 4}
-    assert dm.allocations("ns/p") == {"c": {GPU: [IDS[0]]}}  # running pods keep their devices
+    assert dm.pods.allocations("ns/p") == {"c": {GPU: [IDS[0]]}}  # running pods keep their devices
 
 
 def test_reregistration_within_grace_restores_both(dm, clock):
@@ -113,12 +113,12 @@ def test_simulator_api_unchanged():
     assert "nvidia.com/gpu" in m.devices
     assert m.allocate("ns/a", "main", GPU, 2) == IDS[:2]
     assert m.allocate("ns/a", "side", GPU, 1) == [IDS[2]]
-    assert m.allocations("ns/a") == {"main": {GPU: IDS[:2]}, "side": {GPU: [IDS[2]]}}
-    assert m.pod_devices("ns/a") == {GPU: IDS[:3]}
+    assert m.pods.allocations("ns/a") == {"main": {GPU: IDS[:2]}, "side": {GPU: [IDS[2]]}}
+    assert m.pods.pod_devices("ns/a") == {GPU: IDS[:3]}
     assert m.free_devices(GPU) == [IDS[3]]
     with pytest.raises(RuntimeError, match="Requested: 2, Available: 1"):
         m.allocate("ns/b", "main", GPU, 2)
-    m.release("ns/a")
+    m.pods.release("ns/a")
     assert m.free_devices(GPU) == IDS
     assert m.free_devices("example.com/none") == []
 
@@ -138,8 +138,8 @@ def test_plugin_preference_is_followed_within_free_healthy_devices(dm):
 
 def test_release_container_and_admission_message(dm):
     dm.allocate("ns/p", "c", GPU, 4)
-    dm.release_container("ns/p", "c", GPU)
-    assert dm.allocations("ns/p") == {} and len(dm.free_devices(GPU)) == 4
+    dm.pods.release_container("ns/p", "c", GPU)
+    assert dm.pods.allocations("ns/p") == {} and len(dm.free_devices(GPU)) == 4
     err = DeviceAllocationError("x")
     assert err.reason == "UnexpectedAdmissionError"
     assert err.admission_message == "Allocate failed due to x, which is unexpected"

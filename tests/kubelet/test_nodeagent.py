@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 import pytest
+from fleets import H100_POOL, TOLERATE
 from realcluster import require_controlplane
 
 from gpu_lab.errors import DeviceAllocationError
@@ -35,18 +36,7 @@ from gpu_lab.model.scenario import load_scenario
 REPO = Path(__file__).resolve().parents[2]
 LINUX = sys.platform.startswith("linux")
 
-POOL = """
-apiVersion: gpulab.dev/v1alpha1
-kind: NodePool
-metadata: {name: h100}
-spec:
-  count: 2
-  gpu: {model: H100-80GB, count: 8}
-  cpu: "96"
-  memory: 1024Gi
-  taints: [{key: nvidia.com/gpu, value: present, effect: NoSchedule}]
-"""
-TOLERATE = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+POOL = H100_POOL
 
 
 controlplane = pytest.mark.controlplane
@@ -411,7 +401,7 @@ def test_job_pods_finish_after_their_duration_and_the_job_completes(agent, kube)
     assert term["exitCode"] == 0 and term["reason"] == "Completed"
     uids = {p["metadata"]["uid"] for p in pods}
     for sn in agent.nodes.values():  # devices released
-        assert not uids & set(sn.manager.held)
+        assert not uids & set(sn.manager.pods.held)
 
 
 @controlplane
@@ -485,7 +475,7 @@ def test_an_agent_started_again_adopts_the_pods_its_nodes_run(lab, agent, kube):
         other.start()
         sn = other.node(node)
         wait_for(lambda: _held(other, node) == 8, timeout=5, what="devices held again")
-        assert sn.manager.allocations(pod["metadata"]["uid"]) == ids
+        assert sn.manager.pods.allocations(pod["metadata"]["uid"]) == ids
         create(kube, gpu_pod("squeezed", 1, node_name=node))  # the kubelet's own check
         st = wait_for(
             lambda: (kube.get("Pod", "squeezed", "default").get("status") or {}).get("reason"),
