@@ -44,7 +44,8 @@ from .components import (
     canonical,
 )
 from .health import HealthProbe, health_url, listening
-from .labdir import LabDir, _quiet, default_home
+from .labdir import LabDir, default_home
+from .labstate import _quiet
 from .supervisor import STOP_TIMEOUT_S, UP_TIMEOUT_S
 
 Progress = Callable[[str], object] | None
@@ -65,13 +66,13 @@ class LocalCluster(LabDir):
 
     def status(self, check_health: bool = True) -> dict[str, ComponentStatus]:
         """Per component: state (healthy/unhealthy/running/stopped), pid, port, health URL."""
-        state = self._load_state()
+        state = self.state.load()
         out = {}
         for c in COMPONENTS:
             port = state["ports"].get(c)
             url = health_url(c, port)
-            pid, _ = self._record(state, c)
-            if not self._is_running(state, c):
+            pid, _ = self.state.record(state, c)
+            if not self.state.is_running(state, c):
                 detail = f"stale pid file (pid {pid})" if pid else ""
                 out[c] = ComponentStatus(c, "stopped", None, port, url, detail)
                 continue
@@ -134,15 +135,15 @@ class LocalCluster(LabDir):
         up = f"`gpu-lab up{self._name_flag}`"
         if not self.exists():
             raise LocalClusterError(f"no lab {self.name!r} in {self.dir}: run {up}")
-        state = self._load_state()
+        state = self.state.load()
 
         def hung(c: str, pid: int | None) -> LocalClusterError:
             return LocalClusterError(f"lab {self.name!r}: {c} (pid {pid}) is stopped by a signal (hung); "
                                      f"{up} resumes it")
 
         for c in COMPONENTS:
-            pid, _ = self._record(state, c)
-            if not self._is_running(state, c):
+            pid, _ = self.state.record(state, c)
+            if not self.state.is_running(state, c):
                 raise LocalClusterError(f"lab {self.name!r}: {c} is not running; {up} starts it")
             if c not in paused and procs.is_frozen(pid):
                 raise hung(c, pid)
@@ -150,7 +151,7 @@ class LocalCluster(LabDir):
             for c in (x for x in COMPONENTS if x not in paused):
                 ok, why = self._check(c, state)
                 if not ok:
-                    pid, _ = self._record(state, c)
+                    pid, _ = self.state.record(state, c)
                     if procs.is_frozen(pid):  # a SIGSTOP lands asynchronously: it may have come meanwhile
                         raise hung(c, pid)
                     raise LocalClusterError(
@@ -177,10 +178,10 @@ class LocalCluster(LabDir):
         """Attach to a lab that is already up (e.g. after a notebook kernel restart).
 
         Raises :class:`LocalClusterError` when its API server does not answer."""
-        state = self._load_state()
+        state = self.state.load()
         if not self.state_file.exists():
             raise LocalClusterError(f"no lab {self.name!r} in {self.dir}: run `gpu-lab up`")
-        if not self._is_running(state, APISERVER):
+        if not self.state.is_running(state, APISERVER):
             raise LocalClusterError(f"lab {self.name!r} is not running: run `gpu-lab up`")
         ok, why = self._check(APISERVER, state)
         if not ok:
@@ -193,11 +194,11 @@ class LocalCluster(LabDir):
 
     def peak_rss_kib(self) -> dict[str, int | None]:
         """Peak resident memory (VmHWM, KiB) of each running component (Linux)."""
-        state = self._load_state()
+        state = self.state.load()
         out = {}
         for c in COMPONENTS:
-            pid, _ = self._record(state, c)
-            out[c] = procs.peak_rss_kib(pid) if pid is not None and self._is_running(state, c) else None
+            pid, _ = self.state.record(state, c)
+            out[c] = procs.peak_rss_kib(pid) if pid is not None and self.state.is_running(state, c) else None
         return out
 
     # ------------------------------------------------------------------ scheduler configuration
@@ -219,7 +220,7 @@ class LocalCluster(LabDir):
         :meth:`validate_scheduler_config`) and saved only if it passes, so no saved
         configuration keeps the lab from starting. A running scheduler is restarted with it."""
         schedulerconfig.save(self, config)
-        if self._is_running(self._load_state(), SCHEDULER):
+        if self.state.is_running(self.state.load(), SCHEDULER):
             self.restart(SCHEDULER, progress=progress)
 
     @property

@@ -665,7 +665,7 @@ def enable(lab: LocalCluster, st: KueueSettings | None = None, progress: Say | N
             kb = kueuebuild.build(st.version, progress=lambda m: say(f"  {m}"))
         except BuildError as err:  # the machine lacks something: not bad input
             raise LocalClusterError(str(err)) from None
-    with lab._lock(say):
+    with lab.state.lock(say):
         lab.connect()
         _ensure(lab, st, say, timeout, kb)
 

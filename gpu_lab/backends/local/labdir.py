@@ -18,24 +18,18 @@ recorded it, the same kernel start time (see :mod:`.processes`).
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
-import json
 import os
 import re
 import shutil
-from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 from gpu_lab.errors import LocalClusterError
 
-from ... import processes as procs
-from .build import DEFAULT_VERSION, find_binaries
+from .build import DEFAULT_VERSION
 from .certs import Pki
-from .components import APISERVER, COMPONENTS, HOST, canonical
+from .components import APISERVER, HOST, canonical
+from .labstate import STATE_VERSION, LabState
 
-STATE_VERSION = 1
 _NAME = re.compile(r"^[a-z0-9]([a-z0-9._-]{0,61}[a-z0-9])?$")
 
 
@@ -46,10 +40,6 @@ def default_home() -> Path:
         return Path(env).expanduser()
     xdg = os.environ.get("XDG_DATA_HOME")
     return (Path(xdg).expanduser() if xdg else Path.home() / ".local" / "share") / "gpu-lab"
-
-
-def _quiet(_msg: str) -> None:
-    return None
 
 
 class LabDir:
@@ -74,7 +64,7 @@ class LabDir:
         self.version = version
         home = Path(root).expanduser() if root is not None else default_home()
         self.dir = (home / "clusters" / name).absolute()
-        self._binaries = {k: Path(v) for k, v in (binaries or {}).items()}
+        self.state = LabState(self, binaries)
 
     # ------------------------------------------------------------------ paths
 
@@ -131,82 +121,12 @@ class LabDir:
 
     # ------------------------------------------------------------------ state
 
-    def _load_state(self) -> dict[str, Any]:
-        try:
-            state = json.loads(self.state_file.read_text())
-        except (OSError, ValueError):
-            state = {}
-        if not isinstance(state, dict):
-            state = {}
-        state.setdefault("ports", {})
-        state.setdefault("processes", {})
-        state.setdefault("binaries", {})
-        return state
-
-    def _save_state(self, state: dict[str, Any]) -> None:
-        state["name"] = self.name
-        state["version"] = self.version
-        state["state_version"] = STATE_VERSION
-        self.dir.mkdir(parents=True, exist_ok=True)
-        tmp = self.state_file.with_name(f".state.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(state, indent=2, sort_keys=True) + "\n")
-        os.replace(tmp, self.state_file)
-
-    @contextlib.contextmanager
-    def _lock(self, say: Callable[[str], object] = _quiet) -> Iterator[None]:
-        """One ``up``/``down``/``restart`` at a time per lab (across processes)."""
-        self.dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-        with open(self.dir / ".lock", "a") as f:
-            try:
-                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                say(f"waiting for another gpu-lab command on lab {self.name!r} to finish")
-                fcntl.flock(f, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(f, fcntl.LOCK_UN)
-
-    def _resolve_binaries(self, state: dict) -> dict[str, Path]:
-        """Binaries to run: those given to the constructor, else what the build cache (or
-        PATH) has for this version; recorded in state.json."""
-        if not all(c in self._binaries for c in COMPONENTS):
-            found = find_binaries(self.version)
-            if found is None:
-                raise LocalClusterError(
-                    f"control plane binaries for Kubernetes {self.version} not found: "
-                    "run `gpu-lab controlplane build` (needs Go), see controlplane/README.md"
-                )
-            self._binaries = {**found, **self._binaries}
-        state["binaries"] = {c: str(p) for c, p in self._binaries.items()}
-        return dict(self._binaries)
-
     def ports(self) -> dict[str, int]:
-        return dict(self._load_state()["ports"])
+        return dict(self.state.load()["ports"])
 
     def server(self) -> str | None:
-        port = self._load_state()["ports"].get(APISERVER)
+        port = self.state.load()["ports"].get(APISERVER)
         return f"https://{HOST}:{port}" if port else None
-
-    # ------------------------------------------------------------------ processes
-
-    def _read_pid(self, component: str) -> int | None:
-        try:
-            text = self.pid_path(component).read_text().strip()
-            return int(text) if text else None
-        except (OSError, ValueError):
-            return None
-
-    def _record(self, state: dict, component: str) -> tuple[int | None, int | None]:
-        """(pid, start time) from the pid file; the start time only if state.json agrees."""
-        pid = self._read_pid(component)
-        entry = state["processes"].get(component) or {}
-        started = entry.get("start_time") if entry.get("pid") == pid else None
-        return pid, started
-
-    def _is_running(self, state: dict, component: str) -> bool:
-        pid, started = self._record(state, component)
-        return procs.is_ours(pid, component, self._marker, started)
 
     # ------------------------------------------------------------------ logs
 

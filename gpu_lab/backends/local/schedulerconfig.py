@@ -76,7 +76,7 @@ def write_running(lab: LabDir) -> None:
 
 def _write_running_if_configured(lab: LabDir) -> None:
     # before the first ``up`` there is no port yet: that ``up`` writes it
-    if lab._load_state()["ports"].get(APISERVER):
+    if lab.state.load()["ports"].get(APISERVER):
         write_running(lab)
 
 
@@ -90,7 +90,7 @@ def validate(lab: LabDir, config: dict[str, Any]) -> dict[str, Any]:
         raise LocalClusterError(
             f"KubeSchedulerConfiguration: expected a mapping, not {type(config).__name__}"
         )
-    binary = lab._resolve_binaries(lab._load_state())[SCHEDULER]
+    binary = lab.state.resolve_binaries(lab.state.load())[SCHEDULER]
     with tempfile.TemporaryDirectory(prefix="gpu-lab-ksc-") as tmp:
         t = Path(tmp)
         kcfg = t / "kubeconfig"  # never contacted: kube-scheduler exits before it connects

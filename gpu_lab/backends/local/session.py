@@ -27,23 +27,21 @@ from ..apiobjects import device_allocatable, node_rows, pod_row
 from ..base import Session, Source
 from ..events import EventRow, event_row
 from ..tables import NodeRow, PodRow
-from ..waiting import wait_settled, wait_until
+from ..waiting import wait_settled
 from . import emptying, jobtable, kueueobjects, miglabel, podsets, schedulerlog
 from .applying import Apply
 from .cluster import LocalCluster
 from .components import SCHEDULER
 from .emptying import ADDON_NAMESPACES
 from .kueue import enabled as kueue_enabled
+from .liveness import Liveness
 from .settling import Settling, user_pods
-
-#: while waiting, how often to look whether every process the wait needs still runs
-LIVENESS_EVERY_S = 1.0
 
 
 class LocalSession(Session):
     """A local lab (``gpu-lab up``) behind the Session API. Its parts: ``applying.py``
     (apply, one step per kind), ``settling.py`` (when schedule() may read back),
-    ``emptying.py`` (reset); every wait goes through ``_wait``."""
+    ``emptying.py`` (reset); every wait goes through ``_wait`` (``liveness.py``)."""
 
     backend = "local"
 
@@ -70,28 +68,13 @@ class LocalSession(Session):
         self._started, self._advanced = time.monotonic(), 0.0
         self._log_mark = (0, 0)  # where this session's part of the scheduler log begins (reset)
         self._events_before: set[str] = set()  # uids of the Events the last reset left (default's)
-        self._alive_checked = 0.0
-
-    def _ready(self, health: bool = True) -> None:
-        """Fail at once, naming the component and the command that repairs it, when a
-        process this call needs is stopped or hung (rather than time out much later)."""
-        self.cluster.check_ready(health=health)
-        self._alive_checked = time.monotonic()
-
-    def _still_alive(self) -> None:
-        """:meth:`_ready` without health checks, at most every ``LIVENESS_EVERY_S``."""
-        if time.monotonic() - self._alive_checked >= LIVENESS_EVERY_S:
-            self._ready(health=False)
-
-    def _wait(self, done, what: str) -> None:
-        """The session's one wait: until ``done()``, failing at once when a component it
-        needs stopped, and after ``timeout`` naming ``what``."""
-        wait_until(done, self.timeout, what, check=self._still_alive)
+        self._live = Liveness(self.cluster, lambda: self.timeout)
+        self._wait = self._live.wait  # the session's one wait: every step gets this
 
     # ------------------------------------------------------------- apply
     def apply(self, src: Source) -> list[str]:
         docs = load_documents(src)
-        self._ready()
+        self._live.ready()
         step = Apply(self.cluster, self.client, self._wait, self.timeout, self._kueue_jobs, self._podsets)
         try:
             return step.run(docs).refs
@@ -103,10 +86,10 @@ class LocalSession(Session):
     # ---------------------------------------------------------- schedule
     def schedule(self) -> pd.DataFrame:
         """Wait until the real scheduler has placed (or given up on) every pod, then read back."""
-        self._ready()
+        self._live.ready()
 
         def settled() -> bool:
-            self._still_alive()
+            self._live.still_alive()
             return self._settling.settled()
 
         wait_settled(settled, self.timeout, self.settle, "the scheduler to settle")

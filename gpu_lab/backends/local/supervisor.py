@@ -65,17 +65,17 @@ def fmt_s(seconds: float) -> str:
 def up(lab: LocalCluster, say: Say, timeout: float, agents: bool) -> None:
     """See :meth:`LocalCluster.up`."""
     t0 = time.monotonic()
-    with lab._lock(say):
-        state = lab._load_state()
-        lab._resolve_binaries(state)
+    with lab.state.lock(say):
+        state = lab.state.load()
+        lab.state.resolve_binaries(state)
         ensure_pki(lab.pki.dir)
         lab._probe.clear()
         lab.logs_dir.mkdir(parents=True, exist_ok=True)
 
         running = {}
         for c in COMPONENTS:
-            running[c] = lab._is_running(state, c)
-            pid, started = lab._record(state, c)
+            running[c] = lab.state.is_running(state, c)
+            pid, started = lab.state.record(state, c)
             if not running[c]:
                 if pid and started is not None and procs.alive(pid, started):
                     procs.wait_gone(pid, started, STOP_TIMEOUT_S)  # still exiting
@@ -89,7 +89,7 @@ def up(lab: LocalCluster, say: Say, timeout: float, agents: bool) -> None:
                     say(f"  {c}: stopping untracked process(es) {strays}")
                     procs.stop(strays, dict.fromkeys(strays, c), lab._marker)
         for c in COMPONENTS:
-            if running[c] and procs.resume(lab._record(state, c)[0]):
+            if running[c] and procs.resume(lab.state.record(state, c)[0]):
                 say(f"  {c}: resumed (it was stopped by a signal)")
         if all(running.values()):
             bad = {c: lab._probe.check(c, state) for c in COMPONENTS}
@@ -112,7 +112,7 @@ def up(lab: LocalCluster, say: Say, timeout: float, agents: bool) -> None:
                 say(f"  {c}: restarting (a port it connects to changed)")
                 todo.add(c)
         write_configs(lab, state)
-        lab._save_state(state)
+        lab.state.save(state)
         restart_ = [c for c in COMPONENTS if c in todo and running[c]]
         if restart_:
             stop(lab, restart_, state, RESTART_STOP_TIMEOUT_S)
@@ -140,11 +140,11 @@ def up(lab: LocalCluster, say: Say, timeout: float, agents: bool) -> None:
 
 def restart(lab: LocalCluster, c: str, say: Say) -> None:
     """See :meth:`LocalCluster.restart` (``c`` is a canonical component name)."""
-    with lab._lock(say):
-        state = lab._load_state()
-        lab._resolve_binaries(state)
+    with lab.state.lock(say):
+        state = lab.state.load()
+        lab.state.resolve_binaries(state)
         stop(lab, [c], state, STOP_TIMEOUT_S)
-        running = {x: lab._is_running(state, x) for x in COMPONENTS}
+        running = {x: lab.state.is_running(state, x) for x in COMPONENTS}
         changed = _assign_ports(state, {c}, say)
         todo = {c}
         for d in dependents(changed):
@@ -156,7 +156,7 @@ def restart(lab: LocalCluster, c: str, say: Say) -> None:
         for d in todo:
             running[d] = False
         write_configs(lab, state)
-        lab._save_state(state)
+        lab.state.save(state)
         _bring_up(lab, todo, state, running, say, time.monotonic() + UP_TIMEOUT_S)
 
 
@@ -167,15 +167,15 @@ def down(lab: LocalCluster, say: Say, timeout: float, purge: bool) -> dict[str, 
         say(f"lab {lab.name!r} does not exist ({lab.dir})")
         return {}
     result: dict[str, str] = {}
-    with lab._lock(say):
+    with lab.state.lock(say):
         if agentprocess.stop(lab, forget=purge):
             say("node agent stopped")
         how = kueue.stop(lab, timeout, forget=purge)
         if how:
             say(f"  kueue: {how}")
-        state = lab._load_state()
+        state = lab.state.load()
         # without etcd, kube-apiserver's graceful shutdown only waits to be killed
-        api_timeout = timeout if lab._is_running(state, ETCD) else RESTART_STOP_TIMEOUT_S
+        api_timeout = timeout if lab.state.is_running(state, ETCD) else RESTART_STOP_TIMEOUT_S
         # clients first, then the API server, then its storage
         for group, t in (
             ([SCHEDULER, CONTROLLER_MANAGER], timeout),
@@ -218,7 +218,7 @@ def spawn(lab: LocalCluster, component: str, state: dict, say: Say) -> int:
     lab.pids_dir.mkdir(parents=True, exist_ok=True)
     lab.pid_path(component).write_text(f"{pid}\n")
     state["processes"][component] = {"pid": pid, "start_time": started, "argv": argv}
-    lab._save_state(state)
+    lab.state.save(state)
     port = state["ports"][component]
     say(f"  {component}: started (pid {pid}, port {port})")
     return pid
@@ -229,7 +229,7 @@ def stop(lab: LocalCluster, components: list[str], state: dict, timeout: float) 
     pids: dict[int, str] = {}
     started: dict[int, int | None] = {}
     for c in components:
-        pid, st = lab._record(state, c)
+        pid, st = lab.state.record(state, c)
         if pid:
             pids[pid] = c
             started[pid] = st
@@ -239,7 +239,7 @@ def stop(lab: LocalCluster, components: list[str], state: dict, timeout: float) 
     for c in components:
         lab.pid_path(c).unlink(missing_ok=True)
         state["processes"].pop(c, None)
-    lab._save_state(state)
+    lab.state.save(state)
     return {pids[pid]: how for pid, how in result.items() if how != "gone"}
 
 
@@ -321,7 +321,7 @@ def _bring_up(
         for c in COMPONENTS:
             if c not in spawned:
                 continue
-            if not lab._is_running(state, c):  # also a healthy one may die meanwhile
+            if not lab.state.is_running(state, c):  # also a healthy one may die meanwhile
                 healthy.discard(c)
                 if _on_exit(lab, c, state, retries, say):
                     # a new port: restart what connects to it
@@ -334,7 +334,7 @@ def _bring_up(
                 spawned.discard(c)
                 pending.add(c)
                 write_configs(lab, state)
-                lab._save_state(state)
+                lab.state.save(state)
                 continue
             if c in healthy:
                 continue
@@ -368,7 +368,7 @@ def _on_exit(lab: LocalCluster, component: str, state: dict, retries: dict, say:
     """A component died before it became healthy. If it lost a race for its port, move
     it to another (returns True: what connects to it must restart too); if it crashed,
     start it again a couple of times; else fail with its last log lines."""
-    pid, _ = lab._record(state, component)
+    pid, _ = lab.state.record(state, component)
     code = procs.exited(pid) if pid else None
     lab.pid_path(component).unlink(missing_ok=True)
     state["processes"].pop(component, None)

@@ -92,7 +92,7 @@ def dump(documents) -> str:
 
 def metrics(lab, component: str) -> str:
     cluster = lab.cluster
-    port = cluster._load_state()["ports"][component]  # noqa: SLF001
+    port = cluster.state.load()["ports"][component]
     conn = http.client.HTTPSConnection("127.0.0.1", port, context=cluster._context("admin"), timeout=10)  # noqa: SLF001
     try:
         conn.request("GET", "/metrics")
@@ -110,7 +110,7 @@ def test_every_component_runs_with_the_dra_gates_on_and_the_scheduler_has_dynami
     assert {"deviceclasses", "resourceclaims", "resourceclaimtemplates", "resourceslices",
             "devicetaintrules"} <= served
     # the profile kube-scheduler runs: its defaults written out by the binary itself
-    state = lab.cluster._load_state()  # noqa: SLF001
+    state = lab.cluster.state.load()
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text("apiVersion: v1\nkind: Config\ncurrent-context: x\n"
                           "clusters: [{name: x, cluster: {server: 'https://127.0.0.1:1'}}]\n"

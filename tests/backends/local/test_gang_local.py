@@ -41,10 +41,10 @@ def test_the_lab_serves_the_workload_api_and_gates_every_component(lab):
     kinds = {r["kind"] for r in lab.client._discover(API_VERSION)}  # noqa: SLF001
     assert {"Workload", "PodGroup"} <= kinds
     for component in (APISERVER, SCHEDULER):
-        argv = lab.cluster._argv(component, lab.cluster._load_state())  # noqa: SLF001
+        argv = lab.cluster._argv(component, lab.cluster.state.load())  # noqa: SLF001
         assert "--feature-gates=GenericWorkload=true" in argv
     assert "--runtime-config=scheduling.k8s.io/v1beta1=true" in lab.cluster._argv(  # noqa: SLF001
-        APISERVER, lab.cluster._load_state())  # noqa: SLF001
+        APISERVER, lab.cluster.state.load())  # noqa: SLF001
 
 
 def of_job(pods, job: str):

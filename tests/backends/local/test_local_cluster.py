@@ -27,7 +27,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from realcluster import require_controlplane
 
 from gpu_lab import processes as procs
-from gpu_lab.backends.local import certs, labdir
+from gpu_lab.backends.local import certs, labstate
 from gpu_lab.backends.local import cluster as cl
 from gpu_lab.backends.local import ports as portlib
 from gpu_lab.backends.local.build import DEFAULT_VERSION
@@ -277,7 +277,7 @@ def test_status_calls_a_stale_pid_file_stopped(tmp_path):
 
 
 def test_up_without_binaries_says_how_to_get_them(tmp_path, monkeypatch):
-    monkeypatch.setattr(labdir, "find_binaries", lambda *a, **k: None)
+    monkeypatch.setattr(labstate, "find_binaries", lambda *a, **k: None)
     with pytest.raises(cl.LocalClusterError, match="gpu-lab controlplane build"):
         cl.LocalCluster("nobin", root=tmp_path).up(progress=None)
 
