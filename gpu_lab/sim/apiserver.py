@@ -11,7 +11,8 @@ gets there, after earlier ones, in the order they were applied.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from ..collector import collector_paused
 from ..errors import GpuLabError
@@ -30,6 +31,17 @@ if TYPE_CHECKING:
     from .runner import Runner
 
 
+@dataclass
+class _Checked:
+    """What validation computed and the storing steps use."""
+
+    dra_records: Any
+    scheduler: Scheduler | None  # a new scheduler, when the apply carries a configuration
+    at_of: dict  # pod key or ("workload", i) -> when it is created
+    rendezvous: dict[str, tuple[int, float | None, float | None]]
+    admitted: dict
+
+
 class ApiServer:
     def __init__(self, sim: Runner) -> None:
         self._sim = sim
@@ -40,11 +52,23 @@ class ApiServer:
 
     def create(self, docs: list[dict]) -> list[str]:
         """Create the documents' objects; returns "kind/name" refs."""
-        c, controllers = self.cluster, self._sim.controllers
         with collector_paused():  # thousands of long-lived objects at once
-            sc = parse_scenario(docs, known_priority_classes=dict(c.priority_classes),
-                                first_created=c.created, names=c.names)
-        # Check everything before changing anything: nothing half-applied.
+            sc = parse_scenario(docs, known_priority_classes=dict(self.cluster.priority_classes),
+                                first_created=self.cluster.created, names=self.cluster.names)
+        checked = self._validate(sc)  # everything, before anything changes: nothing half-applied
+        refs: list[str] = []
+        self._take_admitted(sc, checked.admitted)
+        refs += self.policies.add(sc)
+        refs += self._store_definitions(sc, checked)
+        refs += self._swap_scheduler(sc, checked.scheduler)
+        refs += self._store_nodes_and_controllers(sc)
+        refs += self._submit_pods(sc, checked)
+        return refs
+
+    def _validate(self, sc) -> _Checked:
+        """Every check an apply makes, in the API server's order; raises on the first
+        object that fails, having changed nothing."""
+        c, controllers = self.cluster, self._sim.controllers
         for n in sc.nodes:
             if n.name in c.nodes:
                 raise GpuLabError(f'nodes "{n.name}" already exists')
@@ -61,9 +85,9 @@ class ApiServer:
             if svc["namespace"] not in c.namespaces and svc["namespace"] not in sc.namespaces:
                 raise GpuLabError(f'namespaces "{svc["namespace"]}" not found')
         dra_records = dra.admit(c.snapshot, sc.dra, sc.pods, c.namespaces | set(sc.namespaces))
-        new_scheduler = None
+        scheduler = None
         if sc.scheduler_config is not None:
-            new_scheduler = Scheduler.from_config(sc.scheduler_config, c.snapshot, c.seed, c.deterministic, c.record)
+            scheduler = Scheduler.from_config(sc.scheduler_config, c.snapshot, c.seed, c.deterministic, c.record)
         for p in sc.pods:
             if p.annotations.get(DURATION_ANNOTATION):
                 parse_duration(p.annotations[DURATION_ANNOTATION])
@@ -71,14 +95,15 @@ class ApiServer:
         admitted = self.policies.admit_batch(sc, self._created_now(sc, at_of, c.now))  # a refused bare pod raises
         if sc.kueue:
             controllers.kueue.check(sc.kueue)
+        return _Checked(dra_records, scheduler, at_of, rendezvous, admitted)
 
-        refs: list[str] = []
-        self._take_admitted(sc, admitted)
-        refs += self.policies.add(sc)
-        if sc.pod_groups or sc.dra or sc.priority_classes or sc.namespaces or new_scheduler is not None:
+    def _store_definitions(self, sc, checked: _Checked) -> list[str]:
+        """PodGroups, PriorityClasses, Namespaces, Services and DRA objects: what pods refer to."""
+        c, controllers = self.cluster, self._sim.controllers
+        if sc.pod_groups or sc.dra or sc.priority_classes or sc.namespaces or checked.scheduler is not None:
             c.wakeups += 1  # what a gate or a plugin waits for may exist now; a new scheduler retries all
         c.pod_groups.update((g.key, g) for g in sc.pod_groups)
-        refs += [f"podgroup/{g.key}" for g in sc.pod_groups]
+        refs = [f"podgroup/{g.key}" for g in sc.pod_groups]
         c.priority_classes.update(sc.priority_classes)
         refs += [f"priorityclass/{k}" for k in sc.priority_classes]
         c.namespaces.update(sc.namespaces)
@@ -86,16 +111,27 @@ class ApiServer:
         for svc in sc.services:  # before any pod of this apply is scheduled, as kubectl creates them first
             controllers.listers.add_service(svc)
             refs.append(f"service/{svc['namespace']}/{svc['name']}")
-        refs += dra.commit(c.snapshot, dra_records)
-        if new_scheduler is not None:
-            c.scheduler_config_raw = sc.scheduler_config
-            new_scheduler.nominated = c.scheduler.nominated
-            new_scheduler.disruption_budgets = c.scheduler.disruption_budgets
-            new_scheduler.started = c.scheduler.started
-            new_scheduler.pod_groups = c.scheduler.pod_groups  # members waiting at Permit
-            c.scheduler = new_scheduler
-            self._sim.predicate_checker.forget()  # verdicts of the old configuration
-            refs.append("kubeschedulerconfiguration")
+        return refs + dra.commit(c.snapshot, checked.dra_records)
+
+    def _swap_scheduler(self, sc, scheduler: Scheduler | None) -> list[str]:
+        """A KubeSchedulerConfiguration: the new scheduler takes over the old one's queue state."""
+        if scheduler is None:
+            return []
+        c = self.cluster
+        c.scheduler_config_raw = sc.scheduler_config
+        scheduler.nominated = c.scheduler.nominated
+        scheduler.disruption_budgets = c.scheduler.disruption_budgets
+        scheduler.started = c.scheduler.started
+        scheduler.pod_groups = c.scheduler.pod_groups  # members waiting at Permit
+        c.scheduler = scheduler
+        self._sim.predicate_checker.forget()  # verdicts of the old configuration
+        return ["kubeschedulerconfiguration"]
+
+    def _store_nodes_and_controllers(self, sc) -> list[str]:
+        """Nodes to their kubelets; NodePools, Kueue's objects and the autoscaler to the
+        controllers that watch them."""
+        controllers = self._sim.controllers
+        refs: list[str] = []
         if sc.nodes:
             self._sim.nodes.add(sc.nodes)
             refs += [f"node/{n.name}" for n in sc.nodes]
@@ -106,8 +142,14 @@ class ApiServer:
         if sc.autoscaler is not None or any((p.get("spec") or {}).get("autoscaling") for p in sc.node_pools):
             controllers.start_autoscaler(sc.autoscaler)
             refs += ["autoscaler"] if sc.autoscaler is not None else []
+        return refs
+
+    def _submit_pods(self, sc, checked: _Checked) -> list[str]:
+        """Workloads and pods now, or on the clock at their submit time (in apply order)."""
+        c = self.cluster
         c.created = max([c.created] + [p.created + 1 for p in sc.pods])
-        controllers.register_rendezvous(rendezvous)
+        self._sim.controllers.register_rendezvous(checked.rendezvous)
+        at_of = checked.at_of
         later: dict[tuple[float, int], tuple[dict | None, list[Pod]]] = {}
         by_key = {p.key: p for p in sc.pods}
         for i, record in enumerate(sc.workloads):
@@ -117,6 +159,7 @@ class ApiServer:
                 later[(at, len(later))] = (record, pods)
             else:
                 self._add_workload(record, pods)
+        refs: list[str] = []
         for p in sc.pods:
             refs.append(f"pod/{p.key}")
             at = at_of.get(p.key)
