@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from fleets import H100_POOL
 from realcluster import run_lesson_on, shared_lab
 
 import gpu_lab
@@ -14,16 +15,7 @@ from gpu_lab.backends.kubeconfig.session import KubeconfigSession
 from gpu_lab.backends.local.session import LocalSession
 from gpu_lab.backends.sim import SimSession
 
-POOL = """
-apiVersion: gpulab.dev/v1alpha1
-kind: NodePool
-metadata: {name: h100}
-spec:
-  count: 2
-  gpu: {model: H100-80GB, count: 8}
-  cpu: "96"
-  memory: 1024Gi
-  taints: [{key: nvidia.com/gpu, value: present, effect: NoSchedule}]
+POOL = H100_POOL + """
 ---
 apiVersion: v1
 kind: Pod

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from fleets import A100_MIXED_MIG, sized
 from realcluster import require_controlplane
 
 from gpu_lab.backends.kind import KindCluster, KindError
@@ -69,17 +70,7 @@ spec:
     version: v1
     sharing: {timeSlicing: {resources: [{name: nvidia.com/gpu, replicas: 4}]}}
 ---
-apiVersion: gpulab.dev/v1alpha1
-kind: NodePool
-metadata: {name: a100}
-spec:
-  count: 1
-  gpu: {model: A100-40GB, count: 2}
-  cpu: "32"
-  memory: 256Gi
-  devicePlugin: {version: v1, flags: {migStrategy: mixed}}
-  mig: {config: all-balanced}
----
+""" + sized(A100_MIXED_MIG, "32", "256Gi") + """---
 apiVersion: gpulab.dev/v1alpha1
 kind: NodePool
 metadata: {name: h200}

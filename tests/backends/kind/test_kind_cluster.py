@@ -17,6 +17,7 @@ import time
 
 import pytest
 import yaml
+from fleets import A100_MIXED_MIG, T4_TIME_SLICED, TOLERATE, sized
 
 import gpu_lab
 from gpu_lab.backends.kind import build as kind_build
@@ -36,29 +37,7 @@ spec:
   memory: 8Gi
   taints: [{key: nvidia.com/gpu, value: present, effect: NoSchedule}]
 ---
-apiVersion: gpulab.dev/v1alpha1
-kind: NodePool
-metadata: {name: t4}
-spec:
-  count: 1
-  gpu: {model: T4, count: 1}
-  cpu: "2"
-  memory: 8Gi
-  devicePlugin:
-    version: v1
-    sharing: {timeSlicing: {resources: [{name: nvidia.com/gpu, replicas: 4}]}}
----
-apiVersion: gpulab.dev/v1alpha1
-kind: NodePool
-metadata: {name: a100}
-spec:
-  count: 1
-  gpu: {model: A100-40GB, count: 2}
-  cpu: "2"
-  memory: 8Gi
-  devicePlugin: {version: v1, flags: {migStrategy: mixed}}
-  mig: {config: all-balanced}
----
+""" + sized(T4_TIME_SLICED, "2", "8Gi") + "---" + sized(A100_MIXED_MIG, "2", "8Gi") + """---
 apiVersion: gpulab.dev/v1alpha1
 kind: NodePool
 metadata: {name: h200}
@@ -70,7 +49,6 @@ spec:
   devicePlugin: {version: v1, flags: {migStrategy: single}}
   mig: {config: all-1g.18gb}
 """
-TOLERATE = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
 
 
 def _kubectl(lab, *args: str, check: bool = True) -> str:
