@@ -18,7 +18,15 @@ PHASE := ./.ci/phase
 .PHONY: setup setup-lab lab test test-sim lint notebooks labs bench controlplane clean
 
 setup: $(DEV_STAMP)
+	@$(NOTEBOOK_FILTER)
 setup-lab: $(LAB_STAMP)
+	@$(NOTEBOOK_FILTER)
+
+# Running a lesson in JupyterLab writes outputs and the kernel's Python version into it. This git
+# clean filter (named in .gitattributes) keeps them out of `git status` and out of commits; make
+# test checks that every committed notebook is in that form (gpu_lab/curriculum/notebooks.py).
+NOTEBOOK_FILTER = if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then \
+	  git config filter.gpulab-notebook.clean "$(abspath $(PY)) -m gpu_lab.curriculum.notebooks clean"; fi
 
 $(PY):
 	python3 -m venv $(VENV)

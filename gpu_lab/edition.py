@@ -110,6 +110,25 @@ def _sim_only():
                 os.environ["GPU_LAB_CACHE"] = old
 
 
+def kernel_config():
+    """Configuration for one kernel gpu-lab starts: it talks over local IPC sockets, not TCP,
+    so nothing listens on a port and ipykernel has no reason to warn "running over TCP
+    without encryption" at every start. Call it once per kernel."""
+    import uuid
+
+    from jupyter_core.paths import jupyter_runtime_dir
+    from traitlets.config import Config
+
+    runtime = Path(jupyter_runtime_dir())
+    runtime.mkdir(parents=True, exist_ok=True)
+    config = Config()
+    config.KernelManager.transport = "ipc"
+    # a socket path of its own per kernel (the default, "kernel-ipc" in the working directory,
+    # is shared by every kernel started there); jupyter_client removes the files at shutdown
+    config.KernelManager.ip = str(runtime / f"gpu-lab-{uuid.uuid4().hex[:12]}")
+    return config
+
+
 def execute(path: Path, timeout: int = 600):
     """The lesson, executed in a fresh kernel with its folder as working directory."""
     import nbformat
@@ -118,7 +137,7 @@ def execute(path: Path, timeout: int = 600):
 
     nb = nbformat.read(path, as_version=4)
     client = NotebookClient(nb, timeout=timeout, kernel_name="python3",
-                            store_widget_state=False,
+                            store_widget_state=False, config=kernel_config(),
                             resources={"metadata": {"path": str(path.parent)}})
     try:
         with _sim_only():

@@ -138,13 +138,15 @@ def run_lesson_on(lesson, backend: str, home, monkeypatch, cleanup) -> None:
     import nbformat
     from nbclient import NotebookClient
 
+    from gpu_lab.edition import kernel_config
+
     nb = nbformat.read(lesson, as_version=4)
     first = [c for c in nb.cells if c.cell_type == "code" and 'BACKEND = "sim"' in c.source]
     assert len(first) == 1, f"{lesson.name} must have exactly one BACKEND line to change"
     first[0].source = first[0].source.replace('BACKEND = "sim"', f'BACKEND = "{backend}"')
     monkeypatch.setenv("GPU_LAB_HOME", str(home))
     try:
-        NotebookClient(nb, timeout=900, kernel_name="python3",
+        NotebookClient(nb, timeout=900, kernel_name="python3", config=kernel_config(),
                        resources={"metadata": {"path": str(lesson.parent)}}).execute()
     finally:
         cleanup()

@@ -21,6 +21,7 @@ from pathlib import Path
 import nbformat
 
 from ..errors import GpuLabError
+from .notebooks import KERNELSPEC, LANGUAGE_INFO
 
 __all__ = ["check", "find_solutions", "generate", "lab_text", "main", "transform_source"]
 
@@ -34,7 +35,6 @@ _COMMENT = re.compile(r"^\s*#+\s?(.*?)\s*$")
 DEFAULT_HINT = "write this part"
 NOTE = ("Generated from solutions/{name} by `gpu-lab labs generate`: "
         "edit the solution, not this file.")
-KERNELSPEC = {"display_name": "Python 3", "language": "python", "name": "python3"}
 # Cell metadata a lab keeps; everything else (execution times, scroll state...) is dropped.
 _CELL_METADATA = ("tags", "editable", "deletable")
 
@@ -122,7 +122,7 @@ def lab_text(solution: Path) -> str:
         new["metadata"] = metadata
         cells.append(new)
     nb = nbformat.v4.new_notebook(cells=cells, metadata={
-        "kernelspec": dict(KERNELSPEC), "language_info": {"name": "python"}})
+        "kernelspec": dict(KERNELSPEC), "language_info": json.loads(json.dumps(LANGUAGE_INFO))})
     nb.nbformat, nb.nbformat_minor = 4, 5
     nbformat.validate(nb)
     text = nbformat.writes(nb)  # JSON with sorted keys, one-space indent

@@ -11,7 +11,10 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from gpu_lab.edition import kernel_config
+
 nbclient = pytest.importorskip("nbclient")
+
 # 18 notebook runs of ~12 s each, independent of each other: let a parallel run share them out
 pytestmark = pytest.mark.spread
 
@@ -30,7 +33,7 @@ def notebooks(folder: Path) -> list[Path]:
 def execute(path: Path, *, allow_errors: bool) -> nbformat.NotebookNode:
     nb = nbformat.read(path, as_version=4)
     client = nbclient.NotebookClient(nb, timeout=120, kernel_name="python3", allow_errors=allow_errors,
-                                     resources={"metadata": {"path": str(path.parent)}})
+                                     config=kernel_config(), resources={"metadata": {"path": str(path.parent)}})
     client.execute()
     return nb
 

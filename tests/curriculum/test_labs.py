@@ -9,7 +9,7 @@ import nbformat
 import pytest
 
 from gpu_lab.cli import main as cli_main
-from gpu_lab.curriculum import labs
+from gpu_lab.curriculum import labs, notebooks
 from gpu_lab.errors import GpuLabError
 
 REPO = Path(__file__).resolve().parents[2]
@@ -97,8 +97,8 @@ def test_generated_lab_clears_outputs_and_keeps_markdown_and_tags(tree):
     assert code[2].metadata == {"tags": ["check"]}
     assert code[2].source == "check(answer)"
     assert "leaked" not in path.read_text() and "min(nodes)" not in path.read_text()
-    assert nb.metadata == {"kernelspec": {"display_name": "Python 3", "language": "python",
-                                          "name": "python3"}, "language_info": {"name": "python"}}
+    assert nb.metadata == {"kernelspec": notebooks.KERNELSPEC, "language_info": notebooks.LANGUAGE_INFO}
+    assert nb.metadata["kernelspec"]["display_name"] == "Python 3 (ipykernel)"  # as JupyterLab writes it
     nbformat.validate(nb)
 
 

@@ -23,6 +23,8 @@ from pathlib import Path
 import nbformat
 from nbclient import NotebookClient
 
+from gpu_lab.edition import kernel_config
+
 # VmHWM, the kernel's own peak: ru_maxrss would also count the parent's size at fork.
 PROBE = (
     "import json as _j, gpu_lab as _g\n"
@@ -39,7 +41,7 @@ def run(path: Path, timeout: int = 600, save: Path | None = None) -> dict:
     try:
         # no widget state kept, as the static edition executes (its widgets render statically)
         NotebookClient(nb, timeout=timeout, kernel_name="python3", store_widget_state=False,
-                       resources={"metadata": {"path": str(path.parent)}}).execute()
+                       config=kernel_config(), resources={"metadata": {"path": str(path.parent)}}).execute()
     except Exception as exc:  # a failing cell: report it, carry on with the next notebook
         result["error"] = f"{type(exc).__name__}: {str(exc)[-2000:]}"
     result["seconds"] = round(time.monotonic() - started, 1)

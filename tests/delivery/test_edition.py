@@ -16,11 +16,13 @@ from gpu_lab import cli, edition
 pytestmark = pytest.mark.delivery
 
 
-def test_two_lessons_build_offline(tmp_path, capsys):
+def test_two_lessons_build_offline(tmp_path, capfd):
     chosen = [p for p in LESSONS if p.stem.startswith(("00_", "10_"))]
     assert len(chosen) == 2
     assert cli.main(["edition", "--out", str(tmp_path), "--lessons", "00", "10"]) == 0
-    assert "wrote" in capsys.readouterr().out
+    out, err = capfd.readouterr()  # capfd: the kernels' own stderr included
+    assert "wrote" in out
+    assert "without encryption" not in err  # the kernels run over IPC, not TCP
     images = check_site(tmp_path, chosen)
     assert images["00_start_here.html"] >= 1  # the occupancy charts, as SVG images
     drill = (tmp_path / "10_interview.html").read_text(encoding="utf-8")
