@@ -54,8 +54,10 @@ PACKAGES: tuple[tuple[str, str, bool, str], ...] = (
     ("ipywidgets", "8", True,
      "interactive drill flashcards and what-if dropdowns (a static fallback renders without)"),
     ("nvidia-ml-py", "12.535", False, "`gpu-lab probe` (NVML discovery of real GPUs)"),
-    ("kubernetes", "", False,
-     "nothing: gpu-lab has its own small REST client; listed when present, for information"),
+    ("cryptography", "42", False, "the local control plane's CA and certificates (connect(\"local\"))"),
+    ("kubernetes", "37.0.2", False,
+     "the client under connect(\"local\"/\"kind\"/\"kubeconfig\") (gpu_lab/kube: kubeconfig loading, "
+     "the HTTP client, watch streams); the sim runs without it"),
 )
 #: the pip extra that brings each package (for the fix command)
 _EXTRA = {"jupyterlab": "lab", "ipykernel": "lab", "altair": "lab", "vl-convert-python": "lab",

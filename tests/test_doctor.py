@@ -142,3 +142,28 @@ def test_cli_json(bare, capsys):
     assert names["pandas"]["status"] == "ok" and names["pandas"]["version"]
     assert "kube-scheduler" in doc["missing"]
     assert {"status", "disables", "fix", "required"} <= set(names["go"])
+
+
+def test_doctor_minimums_are_pyprojects():
+    """Each package doctor checks names the minimum pyproject.toml declares (and a dependency
+    pyproject declares is not described by doctor as unused)."""
+    import re
+    from pathlib import Path
+
+    import tomllib
+
+    from gpu_lab.doctor import PACKAGES
+
+    project = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())["project"]
+    declared = {}
+    for spec in [*project["dependencies"], *(d for ds in project["optional-dependencies"].values() for d in ds)]:
+        m = re.match(r"([A-Za-z0-9_.-]+)(?:\[[^\]]*\])?\s*>=\s*([0-9][0-9.]*)", spec)
+        if m:
+            declared[m.group(1).lower()] = m.group(2)
+    checked = {dist: minimum for dist, minimum, _required, _purpose in PACKAGES}
+    for dist, minimum in checked.items():
+        if dist in declared:
+            assert minimum == declared[dist], f"{dist}: doctor checks >= {minimum}, pyproject says >= {declared[dist]}"
+    for dist, _minimum, _required, purpose in PACKAGES:
+        assert not purpose.startswith("nothing"), f"{dist} is a dependency; doctor says it is unused"
+    assert "kubernetes" in checked and "cryptography" in checked

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from collections import Counter
 from pathlib import Path
 
@@ -27,6 +28,7 @@ ALLOWED_LESSONS = {
     "11_sharing_gpus.ipynb",
 }
 EXPORT_KEYS = ["id", "topic", "level", "question", "answer", "follow_ups", "lesson"]
+README = Path(__file__).resolve().parents[2] / "README.md"
 
 
 @pytest.fixture(scope="module")
@@ -36,9 +38,20 @@ def raw_bank():
 
 def good_entry(**changes):
     entry = {"id": "x-one", "topic": "mig", "level": "basic", "question": "Why?",
-             "answer": "Because.", "follow_ups": ["And then?"], "lesson": "02_mig.ipynb"}
+             "answer": "Because.", "follow_ups": ["And then?"], "lesson": "02_mig.ipynb",
+             "shows": ["nvidia.com/mig.config"]}
     entry.update(changes)
     return entry
+
+
+def write_notebook(path, *cells):
+    """A minimal notebook: each cell given as (cell_type, source); sources as a list of lines,
+    the way Jupyter stores them."""
+    nb = {"nbformat": 4, "nbformat_minor": 5, "metadata": {},
+          "cells": [{"cell_type": kind, "metadata": {}, "source": text.splitlines(keepends=True),
+                     **({"outputs": [], "execution_count": None} if kind == "code" else {})}
+                    for kind, text in cells]}
+    path.write_text(json.dumps(nb), encoding="utf-8")
 
 
 # ---------------------------------------------------------------- the shipped bank
@@ -62,6 +75,26 @@ def test_every_lesson_is_a_curriculum_notebook_on_disk():
         assert (LESSONS / name).is_file(), f"lessons/{name} is missing"
     # With the repository's lessons/ folder present, the default check looks there too.
     assert drill.validate_bank(yaml.safe_load(bank_mod.BANK_PATH.read_text())) == []
+
+
+def test_every_lesson_mentions_what_its_questions_say_it_shows(raw_bank):
+    # Each cited lesson contains every `shows` term of its question: the citation is honest.
+    assert drill.validate_bank(raw_bank, lessons_dir=LESSONS) == []
+    for q in drill.questions():
+        assert 1 <= len(q.shows) <= 3 and all(t.strip() for t in q.shows), q.id
+        assert all(s != q.lesson.removesuffix(".ipynb") for s in q.see_also), q.id
+
+
+def test_readme_drill_count_matches_the_bank():
+    text = " ".join(README.read_text(encoding="utf-8").split())
+    m = re.search(r"The interview drill: (\d+) questions over (\w+) topics", text)
+    assert m, "README lost its drill sentence ('The interview drill: N questions over M topics')"
+    words = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,
+             "nine": 9, "ten": 10, "eleven": 11, "twelve": 12}
+    topics = int(m[2]) if m[2].isdigit() else words[m[2].lower()]
+    qs = drill.questions()
+    assert int(m[1]) == len(qs)
+    assert topics == len({q.topic for q in qs})
 
 
 def test_questions_are_frozen_and_normalised():
@@ -94,6 +127,18 @@ def test_answers_state_the_facts_the_package_computes():
     assert "11 whole GPUs today; 3 with MIG" in drill.get("mig-planner").answer
     assert gpu_lab.gpus.get_model("H100-80GB").price_per_hour == 6.88
     assert "5 minutes" in drill.get("dp-plugin-dies").answer
+    # 1g.10gb in MiB, GiB and decimal GB; 10 GiB needs 1g.20gb, 10 GB fits 1g.10gb with the rest to spare.
+    profiles = {p.name: p for p in gpu_lab.gpus.mig_profiles("H100-80GB")}
+    one_g, two_slice = profiles["1g.10gb"], profiles["1g.20gb"]
+    usable = drill.get("mig-usable-memory")
+    assert "10 GiB" in usable.question
+    assert f"{one_g.memory_mib:,} MiB" in usable.answer and f"{one_g.memory_gib:.2f} GiB" in usable.answer
+    assert f"{one_g.memory_mib * 2**20 / 1e9:.2f} GB" in usable.answer
+    assert f"{1e10 / 2**30:.2f} GiB" in usable.answer
+    assert f"{round(one_g.memory_mib - 1e10 / 2**20)} MiB to spare" in usable.answer
+    assert f"{two_slice.memory_mib:,} MiB" in usable.answer and usable.answer.startswith("1g.20gb")
+    assert gpu_lab.gpus.smallest_mig_profile("H100-80GB", 10).name == "1g.20gb"
+    assert gpu_lab.gpus.smallest_mig_profile("H100-80GB", 1e10 / 2**30).name == "1g.10gb"
 
 
 # ---------------------------------------------------------------- validate_bank error classes
@@ -111,6 +156,11 @@ def test_answers_state_the_facts_the_package_computes():
     ([good_entry(lesson="mig.md")], "is not a notebook name"),
     ([good_entry(extra=1)], "unknown key(s) extra"),
     ([good_entry(see_also="06_gang_scheduling")], "see_also must be a list"),
+    ([{k: v for k, v in good_entry().items() if k != "shows"}], "missing key(s) shows"),
+    ([good_entry(shows=[])], "shows must be a list of 1-3"),
+    ([good_entry(shows=["a", "b", "c", "d"])], "shows must be a list of 1-3"),
+    ([good_entry(shows="nvidia.com/mig.config")], "shows must be a list of 1-3"),
+    ([good_entry(shows=["  "])], "shows must be a list of 1-3"),
     ({"not": "a list"}, "must be a list of questions"),
     (["just text"], "must be a mapping"),
 ])
@@ -121,11 +171,51 @@ def test_validate_bank_catches_each_error_class(entries, expected):
 
 def test_validate_bank_checks_lesson_files(tmp_path):
     entries = [good_entry(), good_entry(id="x-two", lesson="09_dra.ipynb")]
-    (tmp_path / "02_mig.ipynb").write_text("{}")
+    write_notebook(tmp_path / "02_mig.ipynb", ("markdown", "Relabel `nvidia.com/mig.config`."))
     errors = drill.validate_bank(entries, lessons_dir=tmp_path)
     assert errors == ["question 2 (x-two): lesson file missing: lessons/09_dra.ipynb"]
     assert drill.validate_bank(entries, lessons_dir=None) == []
     assert drill.validate_bank({"questions": [good_entry()]}, lessons_dir=tmp_path) == []
+
+
+def test_validate_bank_reports_each_term_the_lesson_lacks(tmp_path):
+    write_notebook(tmp_path / "01_device_plugin.ipynb",
+                   ("markdown", "# 01 · The device plugin\nThe kubelet calls\n`Allocate` on the plugin."),
+                   ("code", "lab.kill_plugin('h100-1')\nlab.describe_node('h100-1')"))
+    entries = [good_entry(id="dp-topology", lesson="01_device_plugin.ipynb",
+                          shows=["GetPreferredAllocation", "kill_plugin", "Topology Manager"])]
+    errors = drill.validate_bank(entries, lessons_dir=tmp_path)
+    assert errors == [
+        "question 1 (dp-topology): lessons/01_device_plugin.ipynb does not mention 'GetPreferredAllocation'",
+        "question 1 (dp-topology): lessons/01_device_plugin.ipynb does not mention 'Topology Manager'",
+    ]
+    # Code cells count, case does not, and a line break in the lesson matches a space in the term.
+    ok = good_entry(id="dp-ok", lesson="01_device_plugin.ipynb",
+                    shows=["KILL_PLUGIN", "kubelet calls `Allocate`", "describe_node"])
+    assert drill.validate_bank([ok], lessons_dir=tmp_path) == []
+    # Without a lessons folder nothing is read, so nothing is reported.
+    assert drill.validate_bank(entries, lessons_dir=None) == []
+
+
+def test_validate_bank_refuses_a_lesson_that_is_not_a_notebook(tmp_path):
+    (tmp_path / "02_mig.ipynb").write_text("not json")
+    errors = drill.validate_bank([good_entry()], lessons_dir=tmp_path)
+    assert errors == ["question 1 (x-one): lesson lessons/02_mig.ipynb is not a readable notebook (JSON with cells)"]
+    (tmp_path / "02_mig.ipynb").write_text("{}")
+    assert drill.validate_bank([good_entry()], lessons_dir=tmp_path) == [
+        "question 1 (x-one): lesson lessons/02_mig.ipynb is not a readable notebook (JSON with cells)"]
+
+
+def test_shows_is_loaded_but_not_exported(tmp_path):
+    path = tmp_path / "bank.yaml"
+    path.write_text(yaml.safe_dump([good_entry(shows=["nvidia.com/mig.config", "all-balanced"])]))
+    (q,) = drill.load_bank(path)
+    assert q.shows == ("nvidia.com/mig.config", "all-balanced")
+    assert list(q.to_dict()) == list(bank_mod.EXPORT_KEYS) == EXPORT_KEYS
+    assert "shows" in bank_mod.REQUIRED_KEYS and "shows" not in q.to_dict()
+    path.write_text(yaml.safe_dump([{k: v for k, v in good_entry().items() if k != "shows"}]))
+    with pytest.raises(drill.BankError, match=r"question 1 \(x-one\): missing key\(s\) shows"):
+        drill.load_bank(path)
 
 
 def test_valid_entry_with_see_also_passes():
@@ -170,7 +260,7 @@ def test_export_json_has_exactly_the_keys(capsys):
     for item in out:
         assert list(item) == EXPORT_KEYS
         assert isinstance(item["follow_ups"], list)
-    assert not any("see_also" in item for item in out)
+    assert not any("see_also" in item or "shows" in item for item in out)
 
 
 def test_export_json_filters(capsys):

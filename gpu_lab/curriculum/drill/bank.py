@@ -4,10 +4,16 @@ The questions live in ``bank.yaml`` next to this module (package data): a YAML l
 mappings with the keys in ``REQUIRED_KEYS`` and optionally ``see_also``. ``validate_bank``
 checks any such list and returns every problem as one line; the shipped bank must
 return none (``tests/curriculum/test_drill.py``).
+
+A question's ``lesson`` is the notebook that shows its answer, and ``shows`` lists 1-3 key
+terms of that answer. With a lessons folder to read, ``validate_bank`` checks that the
+notebook's text (the sources of all its cells, markdown and code) contains every term, so a
+citation cannot silently point at a lesson without the material.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Iterable, Mapping
@@ -36,9 +42,12 @@ TOPICS: dict[str, str] = {
 }
 LEVELS: tuple[str, ...] = ("basic", "intermediate", "advanced")
 
-REQUIRED_KEYS: tuple[str, ...] = ("id", "topic", "level", "question", "answer", "follow_ups", "lesson")
+REQUIRED_KEYS: tuple[str, ...] = ("id", "topic", "level", "question", "answer", "follow_ups", "lesson",
+                                  "shows")
 OPTIONAL_KEYS: tuple[str, ...] = ("see_also",)
-EXPORT_KEYS = REQUIRED_KEYS  # exactly what ``gpu-lab drill export --json`` writes
+# Exactly what ``gpu-lab drill export --json`` writes: the question and its answer, not the
+# bank's bookkeeping (``shows`` is for checking the lesson, ``see_also`` is optional).
+EXPORT_KEYS: tuple[str, ...] = tuple(k for k in REQUIRED_KEYS if k != "shows")
 
 _SLUG = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 _LESSON = re.compile(r"^\d\d_[a-z0-9_]+\.ipynb$")
@@ -58,6 +67,7 @@ class Question:
     answer: str
     follow_ups: tuple[str, ...]
     lesson: str  # a notebook under lessons/ that shows the answer
+    shows: tuple[str, ...]  # key terms of the answer that the lesson's text contains
     see_also: tuple[str, ...] = ()  # lesson slugs still to be written (plain text)
 
     @property
@@ -70,7 +80,7 @@ class Question:
         return LEVELS.index(self.level)
 
     def to_dict(self) -> dict[str, Any]:
-        """The export form: exactly ``EXPORT_KEYS`` (``see_also`` is left out)."""
+        """The export form: exactly ``EXPORT_KEYS`` (``shows`` and ``see_also`` are left out)."""
         return {
             "id": self.id,
             "topic": self.topic,
@@ -96,9 +106,11 @@ def validate_bank(data: Any, lessons_dir: Path | str | None | object = _DEFAULT)
 
     ``data`` is a list of question mappings (or ``{"questions": [...]}``). Checks: missing
     and unknown keys, unknown topic or level, duplicate or malformed ids, empty question
-    or answer, 1-3 non-empty follow-ups, the lesson's file name, and that the lesson exists
-    under ``lessons_dir``. By default ``lessons_dir`` is the repository's ``lessons/``
-    folder when it exists (a source checkout); pass ``None`` to skip the existence check.
+    or answer, 1-3 non-empty follow-ups, the lesson's file name, 1-3 non-empty ``shows``
+    terms, and, with a ``lessons_dir``, that the lesson exists there and that its text
+    mentions every ``shows`` term (case-insensitive, any run of whitespace matching any
+    other). By default ``lessons_dir`` is the repository's ``lessons/`` folder when it
+    exists (a source checkout); pass ``None`` to skip the checks that read lessons.
     """
     entries = _entries(data)
     if entries is None:
@@ -108,6 +120,7 @@ def validate_bank(data: Any, lessons_dir: Path | str | None | object = _DEFAULT)
     folder = Path(lessons_dir) if isinstance(lessons_dir, (str, os.PathLike)) else None
     errors: list[str] = []
     seen: dict[str, int] = {}
+    texts: dict[str, str | None] = {}  # lesson file name -> its normalised text (None: unreadable)
     for i, q in enumerate(entries):
         where = f"question {i + 1}"
         if not isinstance(q, Mapping):
@@ -141,17 +154,56 @@ def validate_bank(data: Any, lessons_dir: Path | str | None | object = _DEFAULT)
             if (not isinstance(fu, list) or not 1 <= len(fu) <= 3
                     or not all(isinstance(f, str) and f.strip() for f in fu)):
                 errors.append(f"{where}: follow_ups must be a list of 1-3 non-empty questions")
+        lesson_text: str | None = None
         if "lesson" in q:
             lesson = q["lesson"]
             if not isinstance(lesson, str) or not _LESSON.match(lesson):
                 errors.append(f"{where}: lesson {lesson!r} is not a notebook name like 01_device_plugin.ipynb")
             elif folder is not None and not (folder / lesson).is_file():
                 errors.append(f"{where}: lesson file missing: lessons/{lesson}")
+            elif folder is not None:
+                if lesson not in texts:
+                    texts[lesson] = _lesson_text(folder / lesson)
+                lesson_text = texts[lesson]
+                if lesson_text is None:
+                    errors.append(f"{where}: lesson lessons/{lesson} is not a readable notebook (JSON with cells)")
+        if "shows" in q:
+            shows = q["shows"]
+            if (not isinstance(shows, list) or not 1 <= len(shows) <= 3
+                    or not all(isinstance(t, str) and t.strip() for t in shows)):
+                errors.append(f"{where}: shows must be a list of 1-3 non-empty key terms the lesson contains")
+            elif lesson_text is not None:
+                for term in shows:
+                    if _normalise(term) not in lesson_text:
+                        errors.append(f"{where}: lessons/{q['lesson']} does not mention {term!r}")
         if "see_also" in q:
             sa = q["see_also"]
             if not isinstance(sa, list) or not all(isinstance(s, str) and _SEE_ALSO.match(s) for s in sa):
                 errors.append(f"{where}: see_also must be a list of lesson slugs like 07_gang_scheduling")
     return errors
+
+
+def _normalise(text: str) -> str:
+    """Case-folded, with every run of whitespace as one space: line breaks in a markdown
+    cell must not hide a term."""
+    return " ".join(text.split()).casefold()
+
+
+def _lesson_text(path: Path) -> str | None:
+    """A notebook's cell sources (markdown and code), joined and normalised; None when the
+    file is not a notebook."""
+    try:
+        nb = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
+    cells = nb.get("cells") if isinstance(nb, Mapping) else None
+    if not isinstance(cells, list):
+        return None
+    parts = []
+    for cell in cells:
+        source = cell.get("source", "") if isinstance(cell, Mapping) else ""
+        parts.append("".join(map(str, source)) if isinstance(source, list) else str(source))
+    return _normalise("\n".join(parts))
 
 
 def parse_bank(text: str) -> Any:
@@ -166,8 +218,9 @@ def parse_bank(text: str) -> Any:
 def load_bank(path: Path | str | None = None, *, lessons_dir: Path | str | None = None) -> list[Question]:
     """Read and validate a bank file (the shipped one by default); raises ``BankError``.
 
-    The lesson-file check is off unless ``lessons_dir`` is given: loading must work in an
-    installed package, where no lessons/ folder exists.
+    The checks that read lessons (the file exists, its text mentions every ``shows`` term)
+    are off unless ``lessons_dir`` is given: loading must work in an installed package,
+    where no lessons/ folder exists.
     """
     source = Path(path) if path is not None else BANK_PATH
     try:
@@ -187,7 +240,7 @@ def _question(q: Mapping[str, Any]) -> Question:
         id=q["id"], topic=q["topic"], level=q["level"],
         question=" ".join(q["question"].split()), answer=" ".join(q["answer"].split()),
         follow_ups=tuple(" ".join(f.split()) for f in q["follow_ups"]),
-        lesson=q["lesson"], see_also=tuple(q.get("see_also") or ()),
+        lesson=q["lesson"], shows=tuple(q["shows"]), see_also=tuple(q.get("see_also") or ()),
     )
 
 
