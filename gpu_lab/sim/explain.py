@@ -25,6 +25,10 @@ def batched_note(node: str) -> str:
             "filters, so the scheduler checked no other node and skipped scoring")
 
 
+def _names(nodes: list[str]) -> str:
+    return " and ".join(nodes) if len(nodes) <= 2 else ", ".join(nodes[:-1]) + " and " + nodes[-1]
+
+
 @dataclass
 class Explanation:
     pod: str
@@ -39,6 +43,31 @@ class Explanation:
     def chosen(self) -> str | None:
         return self.node
 
+    def tie(self) -> list[str]:
+        """The nodes that share the best total with the chosen one (itself first); empty when
+        the chosen node scored strictly highest. kube-scheduler picks among these at random
+        (``selectHost``); the sim's pick is seeded, so a lesson reads the same every run."""
+        table = self.scores
+        if self.node is None or table.empty or ("total", "") not in table.columns \
+                or self.node not in table.index:
+            return []
+        totals = table[("total", "")]
+        best = totals.max()
+        if totals[self.node] != best:
+            return []
+        tied = [str(n) for n, t in totals.items() if t == best]
+        return [self.node] + [n for n in tied if n != self.node] if len(tied) > 1 else []
+
+    def uniform_plugins(self) -> list[str]:
+        """Score plugins that gave every scored node the same weighted points: they add to
+        every total alike and had no say in the choice (empty with fewer than two nodes)."""
+        table = self.scores
+        if table.empty or len(table.index) < 2:
+            return []
+        return [p for p in dict.fromkeys(c[0] for c in table.columns)
+                if p != "total" and (p, "weighted") in table.columns
+                and table[(p, "weighted")].nunique() == 1]
+
     def summary(self) -> str:
         lines = [f"pod {self.pod} (profile {self.profile})"]
         if self.node:
@@ -46,6 +75,14 @@ class Explanation:
         else:
             lines.append(f"  -> pending: {self.message}")
         lines.extend(f"  {n}" for n in self.notes)
+        tied = self.tie()
+        if tied:
+            total = int(self.scores.loc[self.node, ("total", "")])
+            lines.append(f"  tie between {_names(tied)} at {total}: broken by the scheduler's "
+                         "random pick (seeded on the sim)")
+        same = self.uniform_plugins()
+        if same:
+            lines.append(f"  same score on every node (no say in the choice): {', '.join(same)}")
         return "\n".join(lines)
 
     def to_dict(self) -> dict[str, Any]:

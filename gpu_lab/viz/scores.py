@@ -51,6 +51,8 @@ def scores(explanation: Any, *, title: str | None = None) -> alt.Chart:
         for n in getattr(explanation, "notes", []) or []:
             lines += _wrap(n)
         return text_chart(heading, lines)
+    same = _uniform(explanation)
+    df["uniform"] = df["plugin"].isin(same)
     order = list(dict.fromkeys(df["node"]))
     totals = df.drop_duplicates("node")[["node", "total", "chosen"]].copy()
     totals["label"] = [f"{t} (chosen)" if c else str(t) for t, c in zip(totals["total"], totals["chosen"])]
@@ -58,8 +60,10 @@ def scores(explanation: Any, *, title: str | None = None) -> alt.Chart:
     bars = alt.Chart(df).mark_bar(stroke="black").encode(
         x=alt.X("weighted:Q", stack="zero", title="weighted score (normalized x weight)"),
         y=y,
-        color=alt.Color("plugin:N", title="score plugin",
-                        legend=alt.Legend(orient="bottom", direction="vertical")),
+        # a plugin that scored every node alike is grey: it moved no total against another
+        color=alt.condition(alt.datum.uniform, alt.value("#d9d9d9"),
+                            alt.Color("plugin:N", title="score plugin",
+                                      legend=alt.Legend(orient="bottom", direction="vertical"))),
         order=alt.Order("plugin:N"),
         opacity=alt.condition(alt.datum.chosen, alt.value(1.0), alt.value(0.45)),
         strokeWidth=alt.condition(alt.datum.chosen, alt.value(1.5), alt.value(0)),
@@ -73,8 +77,17 @@ def scores(explanation: Any, *, title: str | None = None) -> alt.Chart:
     chosen = explanation.node or "none"
     sub = [f"chosen node: {chosen}; total = sum of the weighted scores (feasible nodes, best first)"]
     sub += list(getattr(explanation, "notes", []) or [])
+    tied = explanation.tie() if hasattr(explanation, "tie") else []
+    if tied:
+        sub.append(f"tie at the top between {', '.join(tied)}: broken by the scheduler's random pick")
+    if same:
+        sub.append(f"grey: the same on every node (no say in the choice): {', '.join(same)}")
     return alt.layer(bars, labels).properties(
         width=420, height=alt.Step(28), title=make_title(heading, sub))
+
+
+def _uniform(explanation: Any) -> list[str]:
+    return explanation.uniform_plugins() if hasattr(explanation, "uniform_plugins") else []
 
 
 def _wrap(text: str, width: int = 80) -> list[str]:

@@ -73,3 +73,42 @@ def test_the_real_schedulers_scores_chart_without_raw_values():
         ("n0", "TaintToleration", 300, None), ("n0", "NodeResourcesFit", 35, None),
         ("n1", "TaintToleration", 300, None), ("n1", "NodeResourcesFit", 17, None)}
     assert "Score (normalized / weighted):" in str(e)
+
+
+def _title_lines(chart) -> list[str]:
+    title = chart.to_dict()["title"]
+    sub = title.get("subtitle", []) if isinstance(title, dict) else []
+    return [sub] if isinstance(sub, str) else list(sub)
+
+
+def test_a_tie_and_the_plugins_that_had_no_say_are_named():
+    # two empty identical nodes: every plugin scores both alike, the totals tie
+    lab = session(pool("h100", "H100-80GB", 8, count=2), pod("only", 2))
+    e = lab.explain("default/only")
+    totals = e.scores[("total", "")]
+    assert totals.nunique() == 1 and len(totals) == 2
+    assert e.tie() == [e.node, next(n for n in totals.index if n != e.node)]
+    plugins = [p for p in dict.fromkeys(c[0] for c in e.scores.columns) if p != "total"]
+    assert e.uniform_plugins() == plugins
+    text = e.summary()
+    assert f"tie between {e.tie()[0]} and {e.tie()[1]} at {int(totals.iloc[0])}" in text
+    assert "random pick" in text and "no say in the choice" in text
+    lines = _title_lines(charts.scores(e))
+    assert any(line.startswith("tie at the top between") for line in lines)
+    assert any(line.startswith("grey: the same on every node") for line in lines)
+    grey = [r for r in dataset_with(charts.scores(e), "plugin", "uniform") if r["uniform"]]
+    assert {r["plugin"] for r in grey} == set(plugins)
+
+
+def test_no_tie_when_the_chosen_node_scored_highest():
+    # "first" holds cpu and memory on one of two nodes: the empty one scores strictly higher
+    lab = session(pool("h100", "H100-80GB", 8, count=2), pod("first", 6), pod("second", 2))
+    e = lab.explain("default/second")
+    totals = e.scores[("total", "")]
+    if totals.nunique() == 1:  # the scenario must make the totals differ for this test to mean anything
+        raise AssertionError(f"totals tie: {totals.to_dict()}")
+    assert e.tie() == []
+    assert "tie between" not in e.summary()
+    varying = [p for p in dict.fromkeys(c[0] for c in e.scores.columns)
+               if p != "total" and e.scores[(p, "weighted")].nunique() > 1]
+    assert varying and not set(varying) & set(e.uniform_plugins())
