@@ -57,14 +57,9 @@ def _print_run(lab, args) -> int:
     if args.json:
         print(json.dumps(lab.to_dict(), indent=2, default=str))
         return 0
-    pods = lab.pods().copy()
-    pods["node"] = pods["node"].fillna("<pending>")
-    pods["devices"] = pods["devices"].map(lambda d: ",".join(i for ids in d.values() for i in ids) or "-")
-    print(_table(pods, ["namespace", "name", "node", "phase", "gpus", "devices"]))
-    waiting = pods[pods["phase"] != "Running"]
-    for _, row in waiting.iterrows():
-        if row["message"]:
-            print(f"\n{row['namespace']}/{row['name']} ({row['phase']}): {row['message']}")
+    from .terminal import run_text
+
+    print(run_text(lab.pods(), wide=args.wide))
     return 0
 
 
@@ -72,7 +67,12 @@ def cmd_explain(args) -> int:
     lab = _session(args, record=args.pod)
     try:
         exp = lab.explain(args.pod)
-        print(json.dumps(exp.to_dict(), indent=2, default=str) if args.json else exp)
+        if args.json:
+            print(json.dumps(exp.to_dict(), indent=2, default=str))
+        else:
+            from .terminal import explain_text
+
+            print(explain_text(exp, wide=args.wide))
     finally:
         _finish(lab)
     return 0
@@ -155,6 +155,8 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("--seed", type=int, default=0, help="seed for the random tie-break (default 0)")
         sp.add_argument("--deterministic", action="store_true", help="break ties by lowest node name")
         sp.add_argument("--json", action="store_true", help="machine-readable output")
+        sp.add_argument("--wide", action="store_true",
+                        help="every column and whole device IDs (default: fit 100 columns)")
         sp.add_argument("--name", help="--backend local or kind: the lab to use (default: default; kind: gpu-lab)")
 
     run = sub.add_parser("run", help="schedule a scenario and print where every pod landed")
@@ -303,12 +305,26 @@ def main(argv: list[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
     try:
         return args.func(args)
+    except BrokenPipeError:  # `gpu-lab run ... | head`: the reader has gone, end quietly
+        _quiet_stdout()
+        return 141  # as a Unix tool killed by SIGPIPE
     except GpuLabError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     except FileNotFoundError as e:
         print(f"error: {e.filename or e}: no such file", file=sys.stderr)
         return 2
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null, so the interpreter's last flush raises nothing."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # a stdout without a descriptor (a test's capture)
+        pass
 
 
 if __name__ == "__main__":

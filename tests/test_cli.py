@@ -84,3 +84,39 @@ def test_bench_scaling_prints_each_steps_growth_and_refuses_a_bad_size():
     r = gpu_lab("bench", "--scaling", "20x50")
     assert r.returncode == 2 and r.stderr.strip().splitlines() == [
         "error: --scaling wants two NODESxPODS sizes, e.g. 1000x2000,1000x20000 (got '20x50')"]
+
+
+FIRST = Path(__file__).parents[1] / "lessons" / "scenarios" / "first_cluster.yaml"
+
+
+def test_run_and_explain_fit_100_columns_unless_wide():
+    run = gpu_lab("run", str(FIRST))
+    assert run.returncode == 0, run.stderr
+    lines = run.stdout.splitlines()
+    assert lines[0].split() == ["NAMESPACE", "NAME", "NODE", "PHASE", "GPUS", "DEVICES"]
+    assert max(map(len, lines)) <= 100, max(lines, key=len)
+    train = next(line for line in lines if " train-0 " in line)
+    assert ",+1" in train and train.count("GPU-") == 3  # 4 GPUs: three short IDs, then +1
+    wide = gpu_lab("run", str(FIRST), "--wide").stdout
+    full = json.loads(gpu_lab("run", str(FIRST), "--json").stdout)
+    ids = next(p for p in full["pods"] if p["name"] == "train-0")["devices"]["nvidia.com/gpu"]
+    assert ",".join(ids) in wide and max(map(len, wide.splitlines())) > 100
+    for pod in ("default/forgot-toleration", "default/train-0"):
+        ex = gpu_lab("explain", str(FIRST), pod)
+        assert ex.returncode == 0, ex.stderr
+        assert max(map(len, ex.stdout.splitlines())) <= 100, ex.stdout
+    ex = gpu_lab("explain", str(FIRST), "default/forgot-toleration").stdout
+    assert "h100-0  rejected by TaintToleration: node(s) had untolerated taint(s)" in ex
+    scored = gpu_lab("explain", str(FIRST), "default/train-0").stdout
+    assert "tie between" in scored and "\ntotal " in scored
+    assert "NodeUnschedulable" in gpu_lab("explain", str(FIRST), "default/train-0", "--wide").stdout
+
+
+def test_a_closed_pipe_ends_quietly():
+    # the reader is gone before the first line is written (`gpu-lab run ... | head -0`)
+    proc = subprocess.Popen([sys.executable, "-m", "gpu_lab.cli", "run", str(FIRST)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 141
+    assert err == "", err
