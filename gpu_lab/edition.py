@@ -31,6 +31,7 @@ import re
 import sys
 import tempfile
 import time
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -114,9 +115,7 @@ def kernel_config():
     """Configuration for one kernel gpu-lab starts: it talks over local IPC sockets, not TCP,
     so nothing listens on a port and ipykernel has no reason to warn "running over TCP
     without encryption" at every start. Call it once per kernel."""
-    import uuid
-
-    from jupyter_core.paths import jupyter_runtime_dir
+    from jupyter_core.paths import jupyter_runtime_dir  # Jupyter's: loaded only to run lessons
     from traitlets.config import Config
 
     runtime = Path(jupyter_runtime_dir())
