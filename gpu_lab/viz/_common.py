@@ -22,6 +22,27 @@ POD_COLOURS = ["#4c78a8", "#f58518", "#54a24b", "#b79a20", "#439894", "#d67195",
                "#d6a5c9", "#d8b5a5"]
 
 
+def distinct_colours(n: int) -> list[str]:
+    """``n`` different pod colours: ``POD_COLOURS`` first, then hues a golden angle apart in
+    two lightnesses, skipping the reds (so no pod looks "dead") -- no colour repeats, however
+    many pods a chart holds."""
+    import colorsys
+
+    out = list(POD_COLOURS[:n])
+    k = 0
+    while len(out) < n:
+        hue = (k * 137.508) % 360
+        k += 1
+        if hue < 25 or hue > 335:  # red: taken by "not allocatable"
+            continue
+        light = 0.42 if k % 2 else 0.62
+        r, g, b = colorsys.hls_to_rgb(hue / 360, light, 0.55)
+        colour = f"#{round(r * 255):02x}{round(g * 255):02x}{round(b * 255):02x}"
+        if colour not in out:
+            out.append(colour)
+    return out
+
+
 def gpu_resources(nodes: pd.DataFrame) -> list[str]:
     """The ``nvidia.com/*`` resources ``nodes()`` has columns for, sorted."""
     found = set()

@@ -11,7 +11,7 @@ import pandas as pd
 from ..errors import GpuLabError
 from ..gpus import get_model, validate_mig_layout
 from ..gpus import mig_profiles as _profiles
-from ._common import FREE, FREE_COLOUR, POD_COLOURS, make_title
+from ._common import FREE, FREE_COLOUR, distinct_colours, make_title
 
 SLICES = 8
 WHOLE = "whole GPU"
@@ -100,7 +100,8 @@ def mig_layout(layouts: Any, *, model: Any = None, title: str | None = None) -> 
     used.sort(key=lambda p: names.index(p) if p in names else len(names))
     domain = used + [p for p in (WHOLE, FREE) if p in set(df["profile"])]
     colours = {FREE: FREE_COLOUR, WHOLE: WHOLE_COLOUR}
-    rng = [colours.get(p, POD_COLOURS[k % len(POD_COLOURS)]) for k, p in enumerate(domain)]
+    palette = distinct_colours(len(domain))
+    rng = [colours.get(p, palette[k]) for k, p in enumerate(domain)]
     y = alt.Y("gpu:N", sort=order, title=None)
     base = alt.Chart(df)
     bars = base.mark_rect(stroke="white", strokeWidth=2).encode(

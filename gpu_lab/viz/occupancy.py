@@ -17,6 +17,7 @@ from ._common import (
     active_pods,
     capacity,
     column,
+    distinct_colours,
     held,
     make_title,
     pending_gpu_pods,
@@ -87,7 +88,7 @@ def occupancy(lab: Any, *, resource: str | Iterable[str] | None = None,
     order = list(dict.fromkeys(df["node"]))
     pods = sorted(df.loc[df["state"] == IN_USE, "holder"].unique())
     domain = pods + [FREE] + ([NOT_ALLOCATABLE] if (df["state"] == NOT_ALLOCATABLE).any() else [])
-    colours = [POD_COLOURS[k % len(POD_COLOURS)] for k in range(len(pods))] + [FREE_COLOUR, DEAD_COLOUR]
+    colours = distinct_colours(len(pods)) + [FREE_COLOUR, DEAD_COLOUR]
     legend: alt.Legend | None = alt.Legend(title="held by", columns=1 if len(domain) <= 12 else 2)
     if len(pods) > MAX_LEGEND:
         legend, note = None, note + [f"{len(pods)} pods: hover a cell to see its pod"]

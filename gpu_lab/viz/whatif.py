@@ -100,8 +100,13 @@ class WhatIf:
             import ipywidgets as widgets
 
             labels = self.labels
-            pick = (widgets.ToggleButtons(options=labels) if len(labels) <= 5
-                    else widgets.Dropdown(options=labels, description="option"))
+            if len(labels) <= 5:
+                # ToggleButtons cut every label to one fixed width; size them to the longest
+                pick = widgets.ToggleButtons(options=labels, tooltips=labels,
+                                             style={"button_width": button_width(labels)})
+            else:
+                pick = widgets.Dropdown(options=labels, description="option",
+                                        layout=widgets.Layout(width=button_width(labels, 120)))
             line = widgets.HTML()
             out = widgets.Output()
 
@@ -137,6 +142,12 @@ class WhatIf:
         if WIDGET_VIEW in view:
             bundle[WIDGET_VIEW] = view[WIDGET_VIEW]
         return bundle
+
+
+def button_width(labels: list[str], extra: int = 28) -> str:
+    """A CSS width that holds the longest label in JupyterLab's UI font (about 8 px a
+    character at 13 px, plus padding)."""
+    return f"{max(len(label) for label in labels) * 8 + extra}px"
 
 
 def whatif(options: Mapping[str, Any], *, chart: str | Callable[[Any], Any] = "occupancy",

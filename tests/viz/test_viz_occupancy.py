@@ -4,6 +4,7 @@ import pytest
 from vizkit import dataset_with, pod, pool, session, subtitle, walk
 
 import gpu_lab
+from gpu_lab.viz._common import POD_COLOURS
 
 charts = gpu_lab.charts
 
@@ -91,3 +92,20 @@ def test_large_cluster_is_summed_per_pool():
     assert sum(r["slots"] for r in rows if r["pool"] == "big") == 960
     assert sum(r["slots"] for r in rows if r["pool"] == "small") == 40
     assert any("summed per pool" in s for s in subtitle(chart))
+
+
+def _colour_scale(chart) -> dict:
+    return next(enc["color"]["scale"] for enc in walk(chart.to_dict())
+                if isinstance(enc.get("color"), dict) and "scale" in enc["color"]
+                and "domain" in enc["color"]["scale"])
+
+
+def test_past_twenty_pods_no_two_pods_share_a_colour():
+    lab = session(pool("l4", "L4", 8, count=5), *(pod(f"p{i:02d}", 1) for i in range(36)))
+    scale = _colour_scale(charts.occupancy(lab))
+    pods = [d for d in scale["domain"] if d not in ("free", "not allocatable")]
+    assert len(pods) == 36
+    colours = scale["range"][:len(pods)]
+    assert len(set(colours)) == 36, "a colour is reused"
+    assert not {"#e4e4e4", "#c62828"} & set(colours)  # none looks free or dead
+    assert colours[:16] == POD_COLOURS  # the first sixteen as before: charts look the same

@@ -60,3 +60,12 @@ def test_callable_chart_and_bad_input():
         charts.whatif({})
     with pytest.raises(gpu_lab.GpuLabError):
         charts.whatif({"x": [CLUSTER]}, chart="bars")
+
+
+def test_long_option_labels_are_not_cut():
+    long = "RequestedToCapacityRatio on nvidia.com/gpu"
+    w = charts.whatif({"LeastAllocated (default)": [CLUSTER, pod("a", 8)], long: [CLUSTER, pod("a", 8)]})
+    pick = w.widget().children[0]
+    width = int(pick.style.button_width.removesuffix("px"))
+    assert width >= len(long) * 7  # room for every character of the longest label
+    assert list(pick.tooltips) == ["LeastAllocated (default)", long]
