@@ -87,6 +87,7 @@ def jupyterlab(tmp_path_factory):
     settings = REPO / "jupyter" / "lab-settings"  # what `make lab` passes (no news pop-up)
     if settings.is_dir():
         cmd.append(f"--LabApp.app_settings_dir={settings}")
+    cmd.append("--KernelManager.transport=ipc")  # as `make lab`: kernels on IPC sockets
     if hasattr(os, "getuid") and os.getuid() == 0:
         cmd.append("--allow-root")
     log = (root / "jupyterlab.log").open("w")
@@ -262,3 +263,15 @@ def test_drill_widget_show_answer_and_self_score(page, jupyterlab, artifacts):
                            arg=widget.element_handle(), timeout=30_000)
     assert widget.locator("button:has-text('Got it')").is_disabled()  # scored once only
     _shot(page, artifacts, "drill-scored", widget)
+
+
+def test_the_jupyterlab_log_has_no_warning_of_ours(jupyterlab):
+    """After the kernels above ran: no TCP warning from any kernel, and nothing about
+    gpu-lab's settings (a misspelt overrides.json would warn here)."""
+    _, _, root = jupyterlab
+    log = (root / "jupyterlab.log").read_text()
+    assert "Kernel started" in log  # the tests above did start kernels
+    assert "without encryption" not in log
+    ours = [line for line in log.splitlines()
+            if line.startswith(("[W", "[E")) and ("lab-settings" in line or "overrides" in line)]
+    assert ours == []
