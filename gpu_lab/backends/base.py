@@ -19,11 +19,13 @@ from ..errors import GpuLabError, NotSupported
 from ..model.arguments import check_name
 from .description import NodeDescription, describe
 from .events import EventRow, events_frame
+from .kubectl.output import KubectlOutput
+from .kubectl.real import Target, run_kubectl
 from .tables import NodeRow, PodRow, document, nodes_frame, pods_frame
 
 CONTRACT = ("apply", "schedule", "pods", "nodes", "explain", "reset", "describe_node", "kill_plugin",
             "restart_plugin", "label_node", "cordon", "advance", "delete", "close", "to_dict", "now",
-            "timeline", "jobs", "autoscaler_events", "events")
+            "timeline", "jobs", "autoscaler_events", "events", "kubectl")
 
 Source = str | Path | dict | list
 
@@ -129,6 +131,17 @@ class Session(abc.ABC):
 
     def _event_rows(self) -> list[EventRow]:
         raise self._unsupported("events", "this backend keeps no Events")
+
+    def kubectl(self, command: str) -> KubectlOutput:
+        """What ``kubectl COMMAND`` prints against this lab, e.g. ``lab.kubectl("get pods -o
+        wide")``: the real kubectl on a real cluster (read-only verbs, the lab's kubeconfig and
+        namespace); on the sim, gpu-lab's rendering in kubectl's format of ``get pods``,
+        ``get nodes``, ``get events`` and ``describe node NAME``. ``print()`` it, or end a
+        notebook cell with it."""
+        return run_kubectl(command, self._kubectl_target())
+
+    def _kubectl_target(self) -> Target:
+        raise self._unsupported("kubectl", "this backend names no kubeconfig for kubectl")
 
     def _pod_manifests(self) -> dict[str, Any]:
         """``{namespace/name: manifest or Pod}`` of the pods this session can show in full

@@ -28,6 +28,7 @@ class EventRow:
     count: int
     time: float  # when it was first seen (seconds; only the order matters)
     order: int = 0  # among equal times (a real Event's resourceVersion)
+    last: float | None = None  # when it was last seen, if after ``time`` (the sim's; kubectl's LAST SEEN)
 
 
 def events_frame(rows: list[EventRow], namespace: str | None, kind: str | None, name: str | None) -> pd.DataFrame:

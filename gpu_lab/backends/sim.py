@@ -17,6 +17,7 @@ from __future__ import annotations
 import marshal
 import math
 import pickle
+import time
 import zlib
 
 import pandas as pd
@@ -35,6 +36,8 @@ from ..sim.outcome import Simulation, job_counts, makespan
 from ..sim.runner import Runner
 from .base import Session, Source
 from .events import EventRow
+from .kubectl.output import KubectlOutput
+from .kubectl.render import sim_kubectl
 from .tables import NodeRow, PodRow
 
 TIMELINE_COLUMNS = ["namespace", "pod", "owner_kind", "owner", "node", "pool", "gpus", "phase", "reason",
@@ -94,6 +97,7 @@ class SimSession(Session):
 
     def reset(self) -> None:
         self._sim = Runner(self.seed, self.deterministic, self.record)
+        self._epoch = time.time()  # the wall-clock second the clock's zero stands for (kubectl's dates)
         self._sim.cluster.record_only = self._only
         # every call that changed the cluster, in order, to replay for explain (``_replayed``)
         self._calls: list[tuple[str, tuple]] = []
@@ -296,8 +300,8 @@ class SimSession(Session):
         """The scheduler's (Scheduled, FailedScheduling, Preempted), the controllers'
         (FailedCreate) and the autoscaler's Events, at their simulated times. The sim's pod
         uids (in "Preempted by pod <uid>") are its own, derived from names."""
-        rows = [EventRow(e.namespace, e.kind, e.name, e.type, e.reason, e.message, e.count, e.time)
-                for e in self._sim.cluster.api_events]
+        rows = [EventRow(e.namespace, e.kind, e.name, e.type, e.reason, e.message, e.count, e.time,
+                         last=e.last) for e in self._sim.cluster.api_events]
         autoscaler = self._sim.controllers.autoscaler
         seen: dict[tuple, EventRow] = {}
         for t, e in (autoscaler.events if autoscaler else []):
@@ -306,10 +310,18 @@ class SimSession(Session):
             key = (ns or "default", kind, name, e.type, e.reason, e.message)  # a node's Events are in default
             if key in seen:
                 seen[key].count += 1  # the event correlator, as in sim/events.py
+                seen[key].last = t
             else:
                 seen[key] = EventRow(*key, 1, t)
                 rows.append(seen[key])
         return rows
+
+    def kubectl(self, command: str) -> KubectlOutput:
+        """What kubectl would print for this cluster, rendered by gpu-lab in kubectl's format:
+        ``get pods [-o wide] [-A | -n NS]``, ``get nodes [-o wide] [-L LABEL]``, ``get events
+        [-A | -n NS]`` and ``describe node NAME``; ages on the simulated clock. The sim has no
+        pod IPs (``<none>``) and no restarts; anything else is one line saying what is served."""
+        return sim_kubectl(self, command)
 
     # ---------------------------------------------------------- the tables
     def _pod_manifests(self) -> dict[str, Pod]:

@@ -76,6 +76,7 @@ class Cluster:
         self.events = EventQueue()  # what happens later on the clock
         self.api_events = EventLog()  # the Event objects the components recorded (kubectl get events)
         self.nodes: dict[str, Node] = {}
+        self.node_joined: dict[str, float] = {}  # when each node joined, on the clock (kubectl's AGE)
         self.snapshot = Snapshot()
         self.scheduler = Scheduler.from_config(None, self.snapshot, seed, deterministic, record)
         self.scheduler_config_raw: dict | None = None

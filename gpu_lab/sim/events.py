@@ -40,6 +40,7 @@ class Event:
     message: str
     time: float  # when it was first seen, on the simulated clock
     count: int = 1
+    last: float | None = None  # when it was last seen, once it repeats (kubectl's LAST SEEN)
 
 
 class EventLog:
@@ -54,6 +55,7 @@ class EventLog:
         event = self._by_key.get(key)
         if event is not None:
             event.count += 1
+            event.last = time
         else:
             self._by_key[key] = Event(namespace, kind, name, type_, reason, message, time)
 

@@ -27,6 +27,7 @@ class Nodes:
             if n.name in c.nodes:
                 raise GpuLabError(f'nodes "{n.name}" already exists')
             c.nodes[n.name] = n
+            c.node_joined[n.name] = c.now
             self.kubelets.start(n)
         c.nodes_changed()
         c.generation += 1  # the autoscaler looks again: pods may now move
@@ -41,6 +42,7 @@ class Nodes:
                 self.binder.end(rec, "Failed", "Evicted", f"evicted: {reason}")
                 evicted.append(rec.pod.key)
         del c.nodes[name]
+        c.node_joined.pop(name, None)
         self.kubelets.stop(name)
         c.nodes_changed()
         c.generation += 1

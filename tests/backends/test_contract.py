@@ -60,7 +60,7 @@ class _Toy(Session):
 
 @pytest.mark.parametrize("call, args", [
     ("kill_plugin", ("n",)), ("restart_plugin", ("n",)), ("label_node", ("n", {"a": "b"})),
-    ("cordon", ("n",)), ("advance", (60,)), ("delete", ("p",)), ("events", ()),
+    ("cordon", ("n",)), ("advance", (60,)), ("delete", ("p",)), ("events", ()), ("kubectl", ("get pods",)),
 ])
 def test_a_call_a_backend_cannot_serve_is_one_clear_line(call, args):
     with pytest.raises(gpu_lab.NotSupported, match=f'^{call}: not on the "toy" backend: ') as err:

@@ -42,6 +42,7 @@ from ..apiobjects import device_allocatable, pod_row
 from ..base import Source
 from ..kubeconfig import MANAGED_LABEL
 from ..kubeconfig.session import KubeconfigSession
+from ..kubectl.real import Target
 from ..local import schedulerlog
 from .cluster import KindCluster
 from .config import DEFAULT_NAME, kind_node_names
@@ -95,6 +96,11 @@ class KindSession(KubeconfigSession):
     def close(self) -> None:
         if self._connected:
             super().close()
+
+    def _kubectl_target(self) -> Target:
+        """The kind cluster's kubeconfig; gpu-lab's namespace unless the command names one."""
+        self._require_cluster()
+        return Target(self.cluster.kubeconfig(), None, self.namespace)
 
     # ------------------------------------------------------------- apply
     def apply(self, src: Source) -> list[str]:

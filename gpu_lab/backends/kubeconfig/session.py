@@ -49,10 +49,11 @@ from ..account import scheduler_account
 from ..apiobjects import condition, node_rows, pod_row
 from ..base import Session, Source
 from ..events import EventRow, event_row
+from ..kubectl.real import Target
 from ..tables import NodeRow, PodRow
 from ..waiting import wait_settled, wait_until
 from . import rules
-from .connect import open_client
+from .connect import default_kubeconfig, open_client
 from .inventory import Inventory, read_inventory
 from .namespace import OwnNamespace
 
@@ -80,6 +81,10 @@ class KubeconfigSession(Session):
                 '(default "gpu-lab"), never a system or shared one'
             )
         self.client = client or open_client(kubeconfig, context)
+        # what kubectl gets (None: a client was given, not a kubeconfig)
+        self._kubeconfig_path = None if client else (Path(kubeconfig).expanduser() if kubeconfig
+                                                     else default_kubeconfig())
+        self._context = context
         self.namespace = namespace
         self.allow_node_changes = bool(allow_node_changes)
         self.timeout, self.settle = timeout, settle
@@ -92,6 +97,12 @@ class KubeconfigSession(Session):
 
     def close(self) -> None:
         self.client.close()
+
+    def _kubectl_target(self) -> Target:
+        """The session's kubeconfig and context; gpu-lab's namespace unless the command names one."""
+        if self._kubeconfig_path is None:
+            raise self._unsupported("kubectl", "this session was given a client, not a kubeconfig")
+        return Target(self._kubeconfig_path, self._context, self.namespace)
 
     # ----------------------------------------------------------- waiting
     def _wait(self, done, what: str, timeout: float | None = None) -> None:

@@ -26,6 +26,7 @@ from ..account import scheduler_account
 from ..apiobjects import device_allocatable, node_rows, pod_row
 from ..base import Session, Source
 from ..events import EventRow, event_row
+from ..kubectl.real import Target
 from ..tables import NodeRow, PodRow
 from ..waiting import wait_settled
 from . import emptying, jobtable, kueueobjects, miglabel, podsets, schedulerlog
@@ -246,6 +247,10 @@ class LocalSession(Session):
         return [event_row(e) for e in self.client.list("Event")["items"]
                 if e["metadata"].get("namespace") not in SYSTEM_NAMESPACES - {"default"}
                 and e["metadata"].get("uid") not in self._events_before]
+
+    def _kubectl_target(self) -> Target:
+        """The lab's admin kubeconfig; the lab's pods are in default, kubectl's default."""
+        return Target(self.cluster.kubeconfig())
 
     def _pod_manifests(self) -> dict[str, dict]:
         return {f"{p['metadata'].get('namespace', 'default')}/{p['metadata']['name']}": p
