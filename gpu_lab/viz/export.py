@@ -8,6 +8,7 @@ from typing import Any
 import altair as alt
 
 from ..errors import GpuLabError
+from ._svg import Diagram
 
 FORMATS = (".png", ".svg")
 
@@ -36,7 +37,10 @@ def to_png(chart: Any, scale: float = 2.0) -> bytes:
 
 
 def save(chart: Any, path: str | Path) -> Path:
-    """Write ``chart`` to ``path`` as PNG or SVG, chosen by the suffix; returns the path."""
+    """Write ``chart`` (or a diagram) to ``path`` as PNG or SVG, chosen by the suffix;
+    returns the path."""
+    if isinstance(chart, Diagram):
+        return chart.save(path)
     path = Path(path)
     suffix = path.suffix.lower()
     if suffix not in FORMATS:
