@@ -117,9 +117,9 @@ def test_sizing_too_few_and_not_a_number():
 
 def test_today_unchanged_fails_with_the_schedulers_words():
     lab = cluster(str(TODAY_FLEET), str(TODAY_NOTEBOOKS))
-    assert "no node shares its GPUs: add sharing.timeSlicing" in failures(lab03.check_fleet, lab)
+    assert "no node shares its GPUs: every node advertises each GPU once" in failures(lab03.check_fleet, lab)
     text = failures(lab03.check_dev_notebooks, lab)
-    assert "the dev notebooks ask for nvidia.com/gpu: each should ask for exactly 1 nvidia.com/gpu.shared" in text
+    assert "the dev notebooks ask for nvidia.com/gpu: not one replica of the renamed, time-sliced resource" in text
     assert "10 dev notebook(s) not running (Pending): the scheduler says: 0/4 nodes are available: " \
            "4 Insufficient nvidia.com/gpu." in text
     assert "notebook(s) hold a whole, unshared GPU" in text

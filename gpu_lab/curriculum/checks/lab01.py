@@ -22,7 +22,24 @@ from ...connection import connect
 from ...errors import LabCheckFailed
 from .feedback import Checklist, Feedback
 
-__all__ = ["CLUSTER", "NAMESPACE", "check_diagnosis", "check_recovery", "paged_cluster"]
+__all__ = ["HINTS", "CLUSTER", "NAMESPACE", "check_diagnosis", "check_recovery", "paged_cluster"]
+
+HINTS = (
+    "Start from the pending jobs: `kubectl get pods -n ml --field-selector=status.phase=Pending` and "
+    "`kubectl describe pod -n ml big-train` say why the scheduler finds no room. Then compare, node by "
+    "node, what the scheduler may hand out with what is installed: "
+    "`kubectl get nodes -o custom-columns=NAME:.metadata.name,CAP:.status.capacity.nvidia\\.com/gpu,"
+    "ALLOC:.status.allocatable.nvidia\\.com/gpu`.",
+    "A node whose device plugin is down advertises fewer GPUs in allocatable than it has. Capacity is not "
+    "a reliable count of what is installed (after a few minutes without a plugin it drops to 0 too); "
+    "GPU Feature Discovery's label is: `kubectl describe node <node>` shows nvidia.com/gpu.count under Labels.",
+    "Stranded means installed, idle and invisible: on each broken node, installed minus what running pods "
+    "already hold (`kubectl describe node <node>`, Allocated resources). Running pods keep their devices "
+    "when the plugin dies; do not count them.",
+    "The answer: broken_nodes are the nodes whose allocatable nvidia.com/gpu is below their "
+    "nvidia.com/gpu.count label; stranded_gpus is the sum over them of label count minus requested GPUs. "
+    "To recover, call lab.restart_plugin(node) for each broken node, then lab.schedule(); move or delete nothing.",
+)
 
 NAMESPACE = "ml"
 GPU = "nvidia.com/gpu"
@@ -124,7 +141,7 @@ def _names(nodes: Iterable[str]) -> str:
 def check_diagnosis(lab, broken_nodes: Iterable[str], stranded_gpus: int) -> Feedback:
     """Your diagnosis: the nodes whose device plugin is down, and the idle GPUs they hid."""
     inc = _incident(lab)
-    c = Checklist("Lab 01: diagnosis")
+    c = Checklist("Lab 01: diagnosis", look="kubectl describe node <node>")
     if isinstance(broken_nodes, str):
         broken_nodes = [broken_nodes]
     named = sorted({str(n) for n in broken_nodes})
@@ -150,7 +167,7 @@ def check_diagnosis(lab, broken_nodes: Iterable[str], stranded_gpus: int) -> Fee
         else:
             why = (f"capacity {inc.installed[node]} but allocatable 0: the kubelet still "
                    f"remembers the devices (grace period) while the plugin is gone")
-        c.require(False, f"you missed {node}: {why}")
+        c.require(False, f"you missed a node whose plugin is down: on one node {why}")
     if named == truth:
         c.require(True, "", f"broken device plugins: {_names(truth)}")
     total = sum(inc.broken.values())
@@ -175,15 +192,16 @@ def check_diagnosis(lab, broken_nodes: Iterable[str], stranded_gpus: int) -> Fee
         else:
             alone = [n for n, s in inc.broken.items() if s == said]
             if alone:
-                hint = f" That is {alone[0]} alone."
-        c.require(False, f"you said {said} stranded GPUs; it is {total} ({breakdown}).{hint}")
+                hint = " That is one broken node alone."
+        c.require(False, f"you said {said} stranded GPUs, which is not the count on the broken nodes.{hint}",
+                  look="kubectl describe node <broken node>")
     return c.done()
 
 
 def check_recovery(lab) -> Feedback:
     """Every job running, the pods that ran before the outage untouched, every plugin back."""
     inc = _incident(lab)
-    c = Checklist("Lab 01: recovery")
+    c = Checklist("Lab 01: recovery", look="kubectl get pods -n ml --field-selector=status.phase!=Running")
     pods = lab.pods()
     pending = pods[pods["phase"] != "Running"]
     if len(pending):

@@ -35,13 +35,29 @@ from ...gpus import mig_profiles as _mig_profiles
 from .feedback import Checklist, Feedback
 
 TITLE = "Lab 02"
+
+HINTS = (
+    "Start from what pends and why: `kubectl get pods --field-selector=status.phase=Pending` and "
+    "`kubectl describe pod <pod>`; then what each node advertises: `kubectl describe node h100-0` "
+    "(Allocatable, and the nvidia.com/mig-* resources once MIG is on).",
+    "Each service needs the smallest MIG profile with enough memory and compute slices "
+    "(gpu_lab.gpus.smallest_mig_profile). A GPU is tied up as soon as MIG is enabled on it, used or not: "
+    "fit the instances of one node onto as few GPUs as the slice rules allow (gpu_lab.gpus.validate_mig_layout).",
+    "The device plugin must expose each profile as its own resource (migStrategy: mixed), and each "
+    "Deployment must ask for one instance of its profile (nvidia.com/mig-<profile>: 1) instead of nvidia.com/gpu. "
+    "`kubectl get node h100-0 -o jsonpath='{.status.allocatable}'` shows what the layout offers.",
+    "The answer: per node, GPU 0 with {3g.40gb: 1, 2g.20gb: 1, 1g.20gb: 1} and GPU 1 with "
+    "{2g.20gb: 1, 1g.10gb: 3}, GPUs 2-7 with MIG disabled, in the NodePool's mig.migParted config, "
+    "devicePlugin flags migStrategy: mixed; each Deployment's limit nvidia.com/mig-<its smallest profile>: 1. "
+    "That ties up 4 GPUs.",
+)
 GPU_MODEL = "H100-80GB"
 HOURS_PER_MONTH = 730
 WHOLE = "nvidia.com/gpu"
 MIG_PREFIX = "nvidia.com/mig-"
 COMPUTE_SLICES = 7  # a whole GPU's compute, in MIG compute slices
 
-__all__ = ["GPU_MODEL", "check_cost", "check_fleet", "fleet_usage", "replica_slices"]
+__all__ = ["HINTS", "GPU_MODEL", "check_cost", "check_fleet", "fleet_usage", "replica_slices"]
 
 
 # ---------------------------------------------------------------- reading the session
@@ -374,7 +390,8 @@ def check_fleet(lab, services, *, max_gpus: int | None = None) -> Feedback:
     model, no pod pends, and the fleet ties up at most ``max_gpus`` GPUs (default: half
     of one whole GPU per replica, rounded down: 7 for 14 replicas)."""
     services = list(services)
-    c = Checklist(f"{TITLE}: serve the fleet on at most half the GPUs")
+    c = Checklist(f"{TITLE}: serve the fleet on at most half the GPUs",
+                  look="kubectl describe node h100-0")
     doc = lab.to_dict()
     limit = max_gpus if max_gpus is not None else sum(s.replicas for s in services) // 2
     _requirements(c, lab, services, doc)
@@ -401,7 +418,8 @@ def check_cost(lab, services, *, model: str | None = None) -> Feedback:
     """Stretch goal: tie up no more GPUs than ``gpu_lab.gpus.plan_mig`` needs for the services,
     with the monthly bill from the catalog's reference price."""
     services = list(services)
-    c = Checklist(f"{TITLE} stretch: as few GPUs as the planner")
+    c = Checklist(f"{TITLE} stretch: as few GPUs as the planner",
+                  look="kubectl describe node h100-0")
     doc = lab.to_dict()
     measured = _requirements(c, lab, services, doc)
     gpu = get_model(model or measured["model"])

@@ -31,6 +31,21 @@ from ...gpus import get_model, timeslice_latency, timeslice_memory
 from .feedback import Checklist, Feedback
 
 TITLE = "Lab 03"
+
+HINTS = (
+    "Start from what waits: `kubectl get pods --field-selector=status.phase=Pending` lists ten notebooks; "
+    "`kubectl describe node <node>` shows each node's Allocatable nvidia.com/gpu and who holds it.",
+    "Time-slicing makes one GPU look like several (replicas) to the scheduler, with no memory isolation; "
+    "size the replicas with the contention model (task.dev_latency, gpu_lab.gpus.timeslice_memory). Sharing "
+    "is set per node in the device-plugin config, so shared and dedicated GPUs need separate pools.",
+    "renameByDefault advertises the shared GPUs as nvidia.com/gpu.shared, so a pod asking for nvidia.com/gpu "
+    "never lands there; the notebooks then ask for the renamed resource. `kubectl get node <node> -o "
+    "jsonpath='{.status.allocatable}'` shows which resource a node offers.",
+    "The answer: two pools of two g6.2xlarge L4 nodes; l4-shared with devicePlugin.sharing.timeSlicing "
+    "{renameByDefault: true, failRequestsGreaterThanOne: true, resources: [{name: nvidia.com/gpu, replicas: 6}]}, "
+    "l4-dedicated without sharing; the dev-notebook Deployment's limit {nvidia.com/gpu.shared: 1}; "
+    "max_per_gpu is the largest n whose memory fits and worst ms stays under the goal (6).",
+)
 GPU_MODEL = "L4"
 PRODUCT = "NVIDIA-L4"  # nvidia.com/gpu.product without the -SHARED suffix
 FLEET_GPUS = 4
@@ -52,6 +67,7 @@ INFER_DUTY = 0.6
 INFER_SERVICE_MS = 25.0
 
 __all__ = [
+    "HINTS",
     "DEV_DUTY",
     "DEV_MEMORY_MIB",
     "DEV_PODS",
@@ -186,7 +202,7 @@ def max_notebooks_per_gpu(memory_mib: int) -> tuple[int, int, int]:
 
 def check_sizing(max_per_gpu) -> Feedback:
     """``max_per_gpu``: the most notebooks one L4 holds within memory and the latency goal."""
-    c = Checklist(f"{TITLE}: notebooks per GPU")
+    c = Checklist(f"{TITLE}: notebooks per GPU", look="kubectl describe node <shared node>")
     memory_mib = get_model(GPU_MODEL).memory_mib
     by_memory, by_latency, best = max_notebooks_per_gpu(memory_mib)
     if isinstance(max_per_gpu, bool) or not isinstance(max_per_gpu, numbers.Integral):
@@ -220,7 +236,7 @@ def check_sizing(max_per_gpu) -> Feedback:
 
 def check_fleet(lab) -> Feedback:
     """The nodes: 4 L4s, at most 2 time-sliced under a renamed resource, the rest whole."""
-    c = Checklist(f"{TITLE}: the GPU fleet")
+    c = Checklist(f"{TITLE}: the GPU fleet", look="kubectl get nodes -L nvidia.com/gpu.count,nvidia.com/gpu.replicas")
     nodes = _nodes(lab)
     gpu_nodes = {n: node for n, node in nodes.items() if _gpus(node) > 0}
     total = sum(_gpus(node) for node in gpu_nodes.values())
@@ -236,8 +252,8 @@ def check_fleet(lab) -> Feedback:
     shared = {n: node for n, node in gpu_nodes.items() if _strategy(node) != "none"}
     n_shared = sum(_gpus(node) for node in shared.values())
     c.require(0 < n_shared <= MAX_SHARED_GPUS,
-              "no node shares its GPUs: add sharing.timeSlicing to the device-plugin config of "
-              f"the pool meant for the dev notebooks (at most {MAX_SHARED_GPUS} GPUs)" if not n_shared else
+              "no node shares its GPUs: every node advertises each GPU once, so one notebook holds a whole GPU "
+              f"(the dev notebooks may share at most {MAX_SHARED_GPUS} GPUs)" if not n_shared else
               f"{n_shared} GPUs are shared ({', '.join(sorted(shared))}): the dev notebooks may use "
               f"at most {MAX_SHARED_GPUS}; sharing applies to every GPU of a node, so put the shared "
               "GPUs in their own pool",
@@ -267,7 +283,8 @@ def check_fleet(lab) -> Feedback:
 
 def check_dev_notebooks(lab) -> Feedback:
     """All 12 notebooks run on at most 2 shared GPUs; memory fits; modelled latency in budget."""
-    c = Checklist(f"{TITLE}: the dev notebooks")
+    c = Checklist(f"{TITLE}: the dev notebooks",
+                  look="kubectl get pods -l app=dev-notebook -o wide")
     pods = _pods(lab, DEV_PREFIX)
     nodes = _nodes(lab)
     c.require(len(pods) == DEV_PODS,
@@ -279,8 +296,8 @@ def check_dev_notebooks(lab) -> Feedback:
 
     asks = sorted({r for reqs in pods["requests"] for r in (reqs or {}) if r.startswith("nvidia.com/")})
     c.require(asks == [SHARED] and all(str((reqs or {}).get(SHARED)) == "1" for reqs in pods["requests"]),
-              f"the dev notebooks ask for {', '.join(asks) or 'no GPU'}: each should ask for "
-              f"exactly 1 {SHARED} (limits: {{{SHARED}: 1}}), the renamed time-sliced resource",
+              f"the dev notebooks ask for {', '.join(asks) or 'no GPU'}: not one replica of the renamed, "
+              "time-sliced resource a shared node advertises, so they could land on a dedicated GPU",
               f"each notebook asks for 1 {SHARED}")
 
     pending = pods[pods["phase"] != "Running"]
@@ -338,7 +355,7 @@ def check_dev_notebooks(lab) -> Feedback:
 
 def check_inference(lab) -> Feedback:
     """Each inference service runs, alone on a whole GPU of an unshared node."""
-    c = Checklist(f"{TITLE}: the inference services")
+    c = Checklist(f"{TITLE}: the inference services", look="kubectl get pods -l app -o wide")
     pods = lab.pods()
     nodes = _nodes(lab)
     held = _holders(lab)

@@ -1,7 +1,10 @@
-"""Lab 04 checks: pack small GPU jobs so that whole-node training jobs still fit.
+"""Lab 04 checks: pack small GPU jobs on a mixed fleet so that whole-node training jobs fit.
 
-The lab's cluster is six 8-GPU H100 nodes and two CPU nodes; 23 GPUs of small work
-(1-, 2- and 4-GPU pods) arrive before two 8-GPU training jobs. The checks read only
+The lab's cluster (``GPU_POOLS``, ``CPU_POOL``) is not the lesson's eight equal nodes: two
+8-GPU H100 nodes, four 4-GPU L40S nodes (each a quarter of the CPU and memory of an H100
+node) and two CPU nodes. 16 GPUs of small work (``ARRIVALS``: 1-, 2- and 4-GPU pods, the
+L40S pool's size exactly) arrive before two 8-GPU training jobs, which fit only if the
+small work fills the L40S nodes and leaves both H100 nodes whole. The checks read only
 what a learner can read too (``lab.pods()``, ``lab.nodes()``, ``lab.explain()``) and
 the KubeSchedulerConfiguration the learner wrote, and say what went wrong in numbers
 and names: which pods pend, the largest free block of GPUs, which scoring strategy
@@ -18,6 +21,189 @@ from .feedback import Checklist, Feedback
 
 GPU = "nvidia.com/gpu"
 TITLE = "Lab 04"
+TAINT = "nvidia.com/gpu=present:NoSchedule"
+
+GPU_POOLS = """\
+# Lab 04: the GPU pools as the platform team created them. No taint.
+# h100: the shape of an AWS p5.48xlarge (8 GPUs, 192 vCPU, 2048 GiB).
+apiVersion: gpulab.dev/v1alpha1
+kind: NodePool
+metadata: {name: h100}
+spec:
+  count: 2
+  gpu: {model: H100-80GB, count: 8}
+  cpu: "192"
+  memory: 2048Gi
+---
+# l40s: the shape of an AWS g6e.12xlarge (4 GPUs, 48 vCPU, 384 GiB).
+apiVersion: gpulab.dev/v1alpha1
+kind: NodePool
+metadata: {name: l40s}
+spec:
+  count: 4
+  gpu: {model: L40S, count: 4}
+  cpu: "48"
+  memory: 384Gi
+"""
+
+CPU_POOL = """\
+# Lab 04: two CPU nodes for the services that need no GPU.
+apiVersion: gpulab.dev/v1alpha1
+kind: NodePool
+metadata: {name: cpu}
+spec:
+  count: 2
+  cpu: "64"
+  memory: 256Gi
+"""
+
+ARRIVALS = """\
+# Lab 04: the morning's arrivals, applied one document at a time in this order.
+# The GPU teams' manifests already tolerate the nvidia.com/gpu taint; the CPU services
+# (api, etl) do not. chat: 4 x 1 GPU, embed: 2 x 2 GPUs, finetune-1 and -2: 4 GPUs each
+# = 16 GPUs of small work, then two 8-GPU training jobs, each needing a whole H100 node.
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: chat}
+spec:
+  replicas: 4
+  selector: {matchLabels: {app: chat}}
+  template:
+    metadata: {labels: {app: chat}}
+    spec:
+      tolerations: [{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}]
+      containers:
+      - name: main
+        image: vllm/vllm-openai:v0.6.0
+        resources:
+          requests: {cpu: "8", memory: 64Gi}
+          limits: {nvidia.com/gpu: 1}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: api}
+spec:
+  replicas: 4
+  selector: {matchLabels: {app: api}}
+  template:
+    metadata: {labels: {app: api}}
+    spec:
+      containers:
+      - name: main
+        image: ghcr.io/example/api:1.4
+        resources:
+          requests: {cpu: "8", memory: 16Gi}
+---
+apiVersion: batch/v1
+kind: Job
+metadata: {name: finetune-1}
+spec:
+  template:
+    spec:
+      restartPolicy: Never
+      tolerations: [{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}]
+      containers:
+      - name: trainer
+        image: nvcr.io/nvidia/pytorch:24.08-py3
+        resources:
+          requests: {cpu: "32", memory: 256Gi}
+          limits: {nvidia.com/gpu: 4}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: embed}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: embed}}
+  template:
+    metadata: {labels: {app: embed}}
+    spec:
+      tolerations: [{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}]
+      containers:
+      - name: main
+        image: ghcr.io/huggingface/text-embeddings-inference:1.5
+        resources:
+          requests: {cpu: "16", memory: 128Gi}
+          limits: {nvidia.com/gpu: 2}
+---
+apiVersion: batch/v1
+kind: Job
+metadata: {name: finetune-2}
+spec:
+  template:
+    spec:
+      restartPolicy: Never
+      tolerations: [{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}]
+      containers:
+      - name: trainer
+        image: nvcr.io/nvidia/pytorch:24.08-py3
+        resources:
+          requests: {cpu: "32", memory: 256Gi}
+          limits: {nvidia.com/gpu: 4}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: etl}
+spec:
+  replicas: 3
+  selector: {matchLabels: {app: etl}}
+  template:
+    metadata: {labels: {app: etl}}
+    spec:
+      containers:
+      - name: main
+        image: apache/spark:3.5.1
+        resources:
+          requests: {cpu: "12", memory: 48Gi}
+---
+apiVersion: batch/v1
+kind: Job
+metadata: {name: train-big-1}
+spec:
+  template:
+    spec:
+      restartPolicy: Never
+      tolerations: [{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}]
+      containers:
+      - name: trainer
+        image: nvcr.io/nvidia/pytorch:24.08-py3
+        resources:
+          requests: {cpu: "96", memory: 1024Gi}
+          limits: {nvidia.com/gpu: 8}
+---
+apiVersion: batch/v1
+kind: Job
+metadata: {name: train-big-2}
+spec:
+  template:
+    spec:
+      restartPolicy: Never
+      tolerations: [{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}]
+      containers:
+      - name: trainer
+        image: nvcr.io/nvidia/pytorch:24.08-py3
+        resources:
+          requests: {cpu: "96", memory: 1024Gi}
+          limits: {nvidia.com/gpu: 8}
+"""
+
+HINTS = (
+    "Start with what is stuck and where the GPUs went: `kubectl get pods --field-selector=status.phase=Pending` "
+    "lists the training jobs, `kubectl describe node h100-0` (Allocated resources) shows what holds its GPUs. "
+    "Is anything in the scheduler's scoring looking at nvidia.com/gpu at all?",
+    "The default profile scores NodeResourcesFit with LeastAllocated over cpu and memory: an H100 node has "
+    "four times an L40S node's CPU and memory, so every small pod prefers the big nodes. Which strategy "
+    "scores a fuller node higher, and what does it compute for one more GPU on an empty 4-GPU node versus "
+    "an empty 8-GPU node? (`kubectl get pods -o wide` shows where each pod landed.)",
+    "Deployment replicas are also scored by PodTopologySpread's system-default constraints, which spread them "
+    "over nodes; and pods without a toleration may land on any untainted node (`kubectl describe node l40s-0` "
+    "shows its Taints line and its non-GPU pods).",
+    "The answer: a KubeSchedulerConfiguration for default-scheduler with NodeResourcesFit scoringStrategy "
+    "MostAllocated over cpu (weight 1), memory (1) and nvidia.com/gpu (3) (or RequestedToCapacityRatio over "
+    "nvidia.com/gpu with a rising shape), PodTopologySpread args defaultingType: List, and the taint "
+    "nvidia.com/gpu=present:NoSchedule on both GPU pools (taints: [{key: nvidia.com/gpu, value: present, "
+    "effect: NoSchedule}] in each NodePool's spec).",
+)
 
 
 # ------------------------------------------------------------------ reading the lab
@@ -121,21 +307,20 @@ def describe_profile(settings: dict[str, Any] | None) -> str:
     if strategy == "LeastAllocated":
         gpu = "" if GPU in resources else f"; {GPU} is not even among its resources"
         return (f"your profile scores NodeResourcesFit with LeastAllocated over {over}: it prefers the "
-                f"emptiest node, so small jobs land on every node{gpu}; use MostAllocated or "
-                "RequestedToCapacityRatio")
+                f"emptiest node, so small jobs land on every node{gpu}")
     if GPU not in resources:
         return (f"your profile scores NodeResourcesFit with {strategy} over {over}, but {GPU} is not "
-                f"among its resources, so GPU use does not count; add {{name: {GPU}, weight: 3}}")
+                f"among its resources, so GPU use does not count")
     if strategy == "RequestedToCapacityRatio" and settings["shape"]:
         first, last = settings["shape"][0][1], settings["shape"][-1][1]
         if last <= first:
             return (f"your RequestedToCapacityRatio shape scores full nodes no higher than empty ones "
                     f"({settings['shape'][0]} -> {settings['shape'][-1]} as (utilization, score)): "
-                    "it spreads; make the score rise with utilization")
+                    "it spreads")
     if settings["spread"] == "System":
         return (f"your profile scores NodeResourcesFit with {strategy} over {over}, but "
                 "PodTopologySpread keeps the system default constraints (defaultingType: System, "
-                "weight 2), which spread Deployment replicas across nodes; set defaultingType: List")
+                "weight 2), which spread Deployment replicas across nodes")
     return f"your profile scores NodeResourcesFit with {strategy} over {over}"
 
 
@@ -183,7 +368,7 @@ def check_training_fits(lab, config=None) -> Feedback:
     so the feedback can say what your profile scores; ``""`` means none (the default
     profile), ``None`` leaves that part out.
     """
-    c = Checklist(f"{TITLE}: the training jobs fit")
+    c = Checklist(f"{TITLE}: the training jobs fit", look="kubectl get pods --field-selector=status.phase=Pending")
     pending = _pending(lab)
     pods = lab.pods()
     big = pods[pods["gpus"] >= 8]
@@ -208,9 +393,9 @@ def check_training_fits(lab, config=None) -> Feedback:
     return c.done()
 
 
-def check_packed(lab, max_partial: int = 1) -> Feedback:
+def check_packed(lab, max_partial: int = 0) -> Feedback:
     """At most ``max_partial`` GPU nodes are partially used (neither empty nor full)."""
-    c = Checklist(f"{TITLE}: GPU nodes packed")
+    c = Checklist(f"{TITLE}: GPU nodes packed", look="kubectl describe nodes")
     nodes = _gpu_nodes(lab)
     partial = [n for n in nodes if 0 < n["used"] < n["allocatable"]]
     listed = ", ".join(f"{n['name']}: {n['used']}/{n['allocatable']}" for n in partial)
@@ -220,13 +405,14 @@ def check_packed(lab, max_partial: int = 1) -> Feedback:
               f"{_plural(len(partial), 'GPU node')} partially used ({listed}), goal <= {max_partial}: "
               "small jobs are spread over many nodes, leaving a few free GPUs on each",
               f"{_plural(len(partial), 'GPU node')} partially used ({listed or 'none'}), goal <= "
-              f"{max_partial}; {full} full, {empty} empty")
+              f"{max_partial}; {full} full, {empty} empty",
+              look=f"kubectl describe node {partial[0]['name'] if partial else 'h100-0'}")
     return c.done()
 
 
 def check_gpu_nodes_reserved(lab) -> Feedback:
     """CPU-only pods run, on nodes without GPUs; GPU pods are not kept out by a taint."""
-    c = Checklist(f"{TITLE}: GPU nodes kept for GPU work")
+    c = Checklist(f"{TITLE}: GPU nodes kept for GPU work", look="kubectl get pods -o wide")
     gpu_nodes = {n["name"] for n in _gpu_nodes(lab)}
     pods = lab.pods()
     cpu_pods = pods[pods["gpus"] == 0]
@@ -234,19 +420,20 @@ def check_gpu_nodes_reserved(lab) -> Feedback:
     where = sorted(set(on_gpu["node"]))
     c.require(on_gpu.empty,
               f"{_plural(len(on_gpu), 'CPU-only pod')} run on GPU nodes: {_names(list(on_gpu['name']))}, "
-              f"on {_names(where)}; they take CPU and memory that GPU jobs on those nodes need: taint "
-              "the GPU pool nvidia.com/gpu=present:NoSchedule (the GPU workloads already tolerate it)",
-              f"no CPU-only pod on a GPU node ({len(cpu_pods)} CPU-only pods, all elsewhere)")
+              f"on {_names(where)}; they take CPU and memory that GPU jobs on those nodes need, and nothing "
+              "on those nodes keeps out a pod without a toleration",
+              f"no CPU-only pod on a GPU node ({len(cpu_pods)} CPU-only pods, all elsewhere)",
+              look=f"kubectl describe node {where[0] if where else 'h100-0'}")
     cpu_pending = cpu_pods[cpu_pods["node"].isna()]
     c.require(cpu_pending.empty,
               f"{_plural(len(cpu_pending), 'CPU-only pod')} pending: "
               + "; ".join(f"{r['name']}: {r['message']}" for _, r in cpu_pending.head(2).iterrows()),
-              "every CPU-only pod is running")
+              "every CPU-only pod is running", look="kubectl get pods --field-selector=status.phase=Pending")
     tainted_out = [r for _, r in pods[pods["node"].isna() & (pods["gpus"] > 0)].iterrows()
                    if "untolerated taint" in (r["message"] or "")]
     c.require(not tainted_out,
               f"{_plural(len(tainted_out), 'GPU pod')} kept out by a taint: "
               + "; ".join(f"{r['name']}: {r['message']}" for r in tainted_out[:2])
-              + " (the taint key must be nvidia.com/gpu with effect NoSchedule, which the GPU pods tolerate)",
-              "no GPU pod is kept out by a taint")
+              + " (the GPU pods tolerate key nvidia.com/gpu, effect NoSchedule, and nothing else)",
+              "no GPU pod is kept out by a taint", look="kubectl describe pod <pending GPU pod>")
     return c.done()

@@ -26,6 +26,23 @@ from ...viz.cost import fleet_cost
 from .feedback import Checklist, Feedback
 
 TITLE = "Lab 05"
+
+HINTS = (
+    "Start with what pends and where the GPUs went: `kubectl get pods -A --field-selector=status.phase=Pending`, "
+    "then `kubectl get pods -A -o wide` grouped by node: how many GPU nodes hold only a pod or two?",
+    "The default profile prefers the emptiest node (LeastAllocated over cpu and memory), so every team's pods "
+    "spread over every node. Training wants packing; inference wants its replicas apart but different "
+    "services on the same nodes. One profile cannot do both: a KubeSchedulerConfiguration may hold several "
+    "profiles, picked by each pod's schedulerName.",
+    "Spreading of one Deployment's replicas comes from PodTopologySpread's system-default constraints "
+    "(defaultingType: System); packing from NodeResourcesFit's MostAllocated over nvidia.com/gpu. Keep the "
+    "first where replicas must stay apart, drop it where you pack. `kubectl get pods -n inference -o wide` "
+    "shows whether two replicas share a node.",
+    "The answer: profile default-scheduler with NodeResourcesFit MostAllocated over nvidia.com/gpu (weight 1), "
+    "system-default spreading kept, for inference and web; profile gpu-packing with the same scoring and "
+    "PodTopologySpread defaultingType: List, for training (SCHEDULER_FOR = {training: gpu-packing, "
+    "inference: default-scheduler, web: default-scheduler}).",
+)
 GOAL_CUT = 0.25  # at least this share of the baseline's busy GPU nodes must go
 INFERENCE_POOL = "l4"
 INFERENCE_TEAM = "inference"
@@ -109,7 +126,8 @@ def _first_line(text: Any, limit: int = 240) -> str:
 
 def check_scheduled(lab: Any, fleet: str) -> Feedback:
     """The whole workload of ``fleet`` is there, unchanged, and no pod is pending."""
-    c = Checklist(f"{TITLE}: the same workload, nothing pending")
+    c = Checklist(f"{TITLE}: the same workload, nothing pending",
+                  look="kubectl get pods -A --field-selector=status.phase=Pending")
     asked = workloads(fleet)
     pods = lab.pods()
     counts: dict[str, int] = {}
@@ -146,7 +164,8 @@ def check_scheduled(lab: Any, fleet: str) -> Feedback:
 def check_inference(lab: Any, fleet: str) -> Feedback:
     """Inference stays on the L4 pool, no node holds two replicas of one inference Deployment,
     and inference services share L4 nodes (fewer L4 nodes in use than the default profile)."""
-    c = Checklist(f"{TITLE}: inference on L4, one replica per node, fewer L4 nodes")
+    c = Checklist(f"{TITLE}: inference on L4, one replica per node, fewer L4 nodes",
+                  look="kubectl get pods -n inference -o wide")
     asked = workloads(fleet)
     serving = {w for w, i in asked.items() if i["team"] == INFERENCE_TEAM}
     pods = lab.pods()
@@ -188,7 +207,7 @@ def check_inference(lab: Any, fleet: str) -> Feedback:
 def check_savings(lab: Any, fleet: str, *, cut: float = GOAL_CUT) -> Feedback:
     """At least ``cut`` fewer GPU nodes holding pods than the default profile, and what it saves."""
 
-    c = Checklist(f"{TITLE}: fewer GPU nodes in use")
+    c = Checklist(f"{TITLE}: fewer GPU nodes in use", look="kubectl get pods -A -o wide")
     base = baseline(fleet)
     row = fleet_cost({"yours": lab}).iloc[0]
     nodes, dollars = int(row["nodes"]), float(row["dollars_per_month"])

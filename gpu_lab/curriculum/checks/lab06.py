@@ -35,6 +35,24 @@ from .feedback import Checklist, Feedback
 from .manifests import read_manifests
 
 TITLE = "Lab 06"
+
+HINTS = (
+    "Start from the complaints, one command each: which Jobs restarted "
+    "(`kubectl get events -A --field-selector reason=Evicted`), which node ran all evening "
+    "(`kubectl get nodes` at 23:00, and `kubectl describe node` for what it still holds), and where the "
+    "node-hours went (the autoscaler's ScaleDown events: `kubectl get events -n kube-system`).",
+    "Spread-out pods keep every node a little busy, so none empties; pack the GPU pods (NodeResourcesFit "
+    "MostAllocated over nvidia.com/gpu, no default spreading) and nodes empty as their Jobs finish. "
+    "cluster-autoscaler waits the Autoscaler's scaleDownUnneededTime before it removes an empty node: "
+    "how long is it in yesterday's file, and what does each hour of waiting cost per emptied node?",
+    "A scale-down evicts what it finds on the node; a training Job cannot resume, so mark its pods "
+    "cluster-autoscaler.kubernetes.io/safe-to-evict: \"false\". Pods that block a scale-down for no reason "
+    "(stateless kube-system Deployments) may say \"true\". `kubectl describe node` and the autoscaler's "
+    "NoScaleDown events name the pod that blocks a node.",
+    "The answer: SCHEDULER_CONFIG with NodeResourcesFit MostAllocated over nvidia.com/gpu and "
+    "PodTopologySpread defaultingType: List; AUTOSCALER_SPEC = {scaleDownUnneededTime: 10m}; pod_annotations "
+    "gives Jobs safe-to-evict: \"false\" and kube-system workloads safe-to-evict: \"true\".",
+)
 GOAL_USD = 4200.0  # the day's bill must end below this
 DAY_S = 24 * 3600  # every replay runs the clock this long
 SAFE_TO_EVICT = "cluster-autoscaler.kubernetes.io/safe-to-evict"
@@ -274,7 +292,8 @@ def _unchanged(c: Checklist, manifests: Any, day_file: str) -> Day | None:
 
 def check_jobs(manifests: Any, day_file: str) -> Feedback:
     """Every Job is Complete by midnight and none restarted (no pod of a Job failed or was evicted)."""
-    c = Checklist(f"{TITLE}: every Job done, none restarted")
+    c = Checklist(f"{TITLE}: every Job done, none restarted",
+                  look="kubectl get jobs -A; kubectl get events -A --field-selector reason=Evicted")
     day = _unchanged(c, manifests, day_file)
     if day is None:
         return c.done()
@@ -315,7 +334,8 @@ def check_jobs(manifests: Any, day_file: str) -> Feedback:
 
 def check_scale_down(manifests: Any, day_file: str) -> Feedback:
     """No GPU node is still up at midnight, hours after the last Job finished."""
-    c = Checklist(f"{TITLE}: no GPU node left running")
+    c = Checklist(f"{TITLE}: no GPU node left running",
+                  look="kubectl get nodes -l nvidia.com/gpu.count")
     day = _unchanged(c, manifests, day_file)
     if day is None:
         return c.done()
@@ -363,7 +383,7 @@ def check_scale_down(manifests: Any, day_file: str) -> Feedback:
 
 def check_bill(manifests: Any, day_file: str, *, goal: float = GOAL_USD) -> Feedback:
     """The day's bill is below ``goal`` dollars, with every Job done; where the node-hours went."""
-    c = Checklist(f"{TITLE}: the day's bill")
+    c = Checklist(f"{TITLE}: the day's bill", look="kubectl get events -n kube-system --field-selector reason=ScaleDown")
     day = _unchanged(c, manifests, day_file)
     if day is None:
         return c.done()

@@ -27,6 +27,21 @@ from .feedback import Checklist, Feedback
 from .manifests import hardware_problem, read_manifests
 
 TITLE = "Lab 07"
+
+HINTS = (
+    "Start from what the Jobs' pods do: `kubectl get pods -A -o wide` at 01:00 shows workers of both Jobs "
+    "Running and others Pending; `kubectl describe pod <pending worker>` says why. A rendezvous Job trains "
+    "only when all its workers run.",
+    "Two Jobs each holding part of the GPUs they need, each waiting for the other: a deadlock the default "
+    "scheduler creates because it places pods one at a time. What would place a Job's workers all at once "
+    "or not at all?",
+    "Kubernetes v1.37 has gang scheduling in kube-scheduler: a PodGroup (scheduling.k8s.io/v1beta1) with "
+    "schedulingPolicy.gang.minCount, which the Job's pods join through spec.schedulingGroup.podGroupName "
+    "(`kubectl get podgroups -A` shows them). Kueue's admission is another way.",
+    "The answer: for each rendezvous Job, a PodGroup named after the Job in its namespace with "
+    "spec.schedulingPolicy.gang.minCount = the Job's parallelism, and the Job's pod template "
+    "spec.schedulingGroup = {podGroupName: <the Job's name>}.",
+)
 GPU = "nvidia.com/gpu"
 HORIZON = "24h"  # how long each check runs the clock
 RENDEZVOUS = "gpulab.dev/rendezvous"
@@ -315,7 +330,8 @@ def pending_messages(submission: Any, until: str = HORIZON) -> dict[str, str]:
 # ------------------------------------------------------------------ checks
 def check_both_finish(submission: Any, deadline: str = "7h") -> Feedback:
     """Both training Jobs (and the nightly evaluation) complete, the last by ``deadline``."""
-    c = Checklist(f"{TITLE}: both training Jobs finish by {deadline}")
+    c = Checklist(f"{TITLE}: both training Jobs finish by {deadline}",
+                  look="kubectl get pods -A -o wide --field-selector=status.phase=Pending")
     problems = work_problems(submission)
     c.require(not problems, "the submission changes Monday's work: " + "; ".join(problems),
               "the submission still runs Monday's work (same GPUs, durations and submission times)")
@@ -343,7 +359,7 @@ def check_both_finish(submission: Any, deadline: str = "7h") -> Feedback:
 
 def check_no_stranded(submission: Any, max_gpu_hours: float = 0.0) -> Feedback:
     """At most ``max_gpu_hours`` GPU-hours held by workers that could not make progress."""
-    c = Checklist(f"{TITLE}: no GPU held for nothing")
+    c = Checklist(f"{TITLE}: no GPU held for nothing", look="kubectl get pods -A -o wide")
     problems = work_problems(submission)
     c.require(not problems, "the submission changes Monday's work: " + "; ".join(problems),
               "the submission still runs Monday's work")

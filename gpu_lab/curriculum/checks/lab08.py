@@ -62,6 +62,24 @@ from .feedback import Checklist, Feedback
 from .manifests import read_manifests
 
 TITLE = "Lab 08"
+
+HINTS = (
+    "Start from what is idle: `kubectl top`-style GPU numbers come from dcgm-exporter; "
+    "`kubectl exec -n gpu-operator <dcgm-exporter pod> -- curl -s localhost:9400/metrics | grep "
+    "DCGM_FI_DEV_GPU_UTIL` is the text you parse. Waste per GPU is hours times (1 - util/100), counted for "
+    "GPUs a pod holds.",
+    "Each replica needs its memory and its share of one GPU's time. Compare the three ways of sharing an "
+    "A100 (time-slicing, MPS, MIG) with gpu_lab.metrics.right_size: which one keeps every replica's memory "
+    "isolated and its work inside what the device delivers? `kubectl describe node <node>` shows what a pool "
+    "advertises.",
+    "The planner (gpu_lab.gpus.plan_mig, through right_size's mig_plans) lays out MIG profiles per GPU; "
+    "one NodePool per distinct layout, migStrategy: mixed, and each Deployment asking for one instance of its "
+    "profile. Fewer GPUs on the bill means fewer nodes in the NodePools' count.",
+    "The answer: waste_by_namespace = sum over DCGM_FI_DEV_GPU_UTIL series with a pod label of "
+    "24 * (1 - util/100), by namespace; the fleet: the right-size plan's MIG layouts, one single-GPU A100-80GB "
+    "NodePool per layout (count = GPUs with that layout, migStrategy: mixed, mig.migParted config), and each "
+    "Deployment's limit nvidia.com/mig-<its profile>: 1.",
+)
 MODEL = "A100-80GB"
 PRODUCT = "NVIDIA-A100-SXM4-80GB"  # GFD's nvidia.com/gpu.product (plus -SHARED / -MIG-... when shared)
 HOURS = 24  # the day every figure covers: the services run around the clock
@@ -105,6 +123,7 @@ NAMESPACES = tuple(dict.fromkeys(s.namespace for s in SERVICES))
 PODS = sum(s.replicas for s in SERVICES)
 
 __all__ = [
+    "HINTS",
     "HOURS",
     "MAX_GPUS",
     "MAX_WASTE_PERCENT",
@@ -318,7 +337,8 @@ def _why(namespace: str, got: float, want: float) -> str:
 
 def check_today(waste_by_namespace: Any) -> Feedback:
     """GPU-hours a day each namespace holds but does not use (a ``pd.Series`` or dict)."""
-    c = Checklist(f"{TITLE}: today's waste")
+    c = Checklist(f"{TITLE}: today's waste",
+                  look="kubectl exec -n gpu-operator <dcgm-exporter pod> -- curl -s localhost:9400/metrics")
     if isinstance(waste_by_namespace, pd.DataFrame) and waste_by_namespace.shape[1] == 1:
         waste_by_namespace = waste_by_namespace.iloc[:, 0]
     if not isinstance(waste_by_namespace, (pd.Series, Mapping)):
@@ -438,7 +458,7 @@ def _gpu_nodes(lab) -> list[dict]:
 
 def check_fleet(pools: Any, deployments: Any) -> Feedback:
     """Every replica runs on A100-80GB hardware with its memory and its work fitting its device."""
-    c = Checklist(f"{TITLE}: the fleet")
+    c = Checklist(f"{TITLE}: the fleet", look="kubectl get pods -A -o wide")
     lab, docs = _session(c, pools, deployments)
     if lab is None:
         return c.done()
@@ -487,7 +507,7 @@ def _usd(x: float) -> str:
 
 def check_bill(pools: Any, deployments: Any) -> Feedback:
     """At most ``MAX_GPUS`` GPUs paid for, and under ``MAX_WASTE_PERCENT`` of their GPU-hours wasted."""
-    c = Checklist(f"{TITLE}: the bill")
+    c = Checklist(f"{TITLE}: the bill", look="kubectl get nodes -L nvidia.com/gpu.count")
     lab, _ = _session(c, pools, deployments)
     if lab is None:
         return c.done()

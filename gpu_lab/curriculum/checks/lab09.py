@@ -29,10 +29,25 @@ from ...model.scenario import load_scenario
 from .feedback import Checklist
 from .manifests import hardware_problem, read_manifests
 
-__all__ = ["CLUSTER", "SERVICES", "Service", "check_all_running", "check_memory",
+__all__ = ["HINTS", "CLUSTER", "SERVICES", "Service", "check_all_running", "check_memory",
            "check_no_whole_h100", "check_tensor_parallel", "documents", "run", "work_problems"]
 
 TITLE = "Lab 09"
+
+HINTS = (
+    "Start from the pending service and the claims: `kubectl get pods` and `kubectl describe pod translate-tp`, "
+    "then `kubectl get resourceclaims -o wide` (which device each claim got) and "
+    "`kubectl get resourceslices -o yaml` (each device's attributes and capacity).",
+    "A claim's request says which devices qualify with CEL over the ResourceSlice's attributes and capacity, "
+    "e.g. device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('70Gi')) >= 0, or a MIG profile "
+    "attribute; a device class (gpu.nvidia.com, mig.nvidia.com) picks whole GPUs or MIG partitions.",
+    "Two devices on one physical GPU: a claim's constraints with matchAttribute over the parent GPU's "
+    "attribute (gpu.nvidia.com/parentUUID). Mind the MIG placement rules: which profiles fit next to a "
+    "3g.40gb on one H100?",
+    "The answer: llm uses a template for one gpu.nvidia.com device with memory >= 70Gi; ranker one "
+    "mig.nvidia.com device with profile 3g.40gb; translate-tp two mig.nvidia.com devices with profile 1g.20gb "
+    "and constraints [{matchAttribute: gpu.nvidia.com/parentUUID}]; ocr keeps its claim.",
+)
 
 
 def documents(submission: Any) -> list[dict]:
@@ -167,7 +182,7 @@ def run(submission: Any) -> pd.DataFrame:
 
 
 def _service_rows(submission: Any) -> tuple[Checklist, pd.DataFrame | None]:
-    c = Checklist(TITLE)
+    c = Checklist(TITLE, look="kubectl get resourceclaims -o wide")
     problems = work_problems(submission)
     c.require(not problems, "; ".join(problems), "the submission still runs the four services unchanged")
     if any("hardware" in p for p in problems):
