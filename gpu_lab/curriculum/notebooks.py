@@ -48,8 +48,12 @@ def committed_form(nb: dict[str, Any]) -> dict[str, Any]:
     meta["language_info"] = json.loads(json.dumps(LANGUAGE_INFO))
     out["metadata"] = meta
     cells = []
-    for cell in nb.get("cells") or []:
+    used: set[str] = set()
+    for i, cell in enumerate(nb.get("cells") or []):
         cell = dict(cell)
+        if not cell.get("id") or cell["id"] in used:  # nbformat 4.5 requires unique ids
+            cell["id"] = f"cell-{i}"
+        used.add(cell["id"])
         cell["metadata"] = {k: v for k, v in (cell.get("metadata") or {}).items()
                             if k not in _VOLATILE_CELL_METADATA}
         if cell.get("cell_type") == "code":

@@ -45,6 +45,12 @@ def test_clean_drops_what_a_run_writes_and_keeps_the_lesson():
     text = json.dumps(ran, indent=1)
     assert notebooks.clean(text) == notebooks.dumps(original)
     assert notebooks.clean("not json {") == "not json {"  # a filter never loses a file
+    # a cell added without an id (nbformat 4.5 requires one) gets one, stable from its place
+    bare = json.loads(json.dumps(original))
+    bare["cells"].insert(1, {"cell_type": "markdown", "metadata": {}, "source": ["new"]})
+    cleaned = json.loads(notebooks.clean(json.dumps(bare)))
+    ids = [c["id"] for c in cleaned["cells"]]
+    assert ids[1] == "cell-1" and len(set(ids)) == len(ids)
     (found,) = notebooks.problems([_write(ran)])
     assert "outputs or execution counts" in found and "metadata" in found
 
