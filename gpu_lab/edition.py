@@ -182,14 +182,15 @@ def _strip_remote(body: str) -> str:
 
 
 def _fix_links(body: str, pages: dict[str, str]) -> str:
-    """``X.ipynb`` links to lessons in the edition -> ``X.html``; other relative links to
-    notebooks or files of the repository -> plain text naming the file."""
+    """``X.ipynb`` links to lessons in the edition (and ``GLOSSARY.md`` to its page) ->
+    ``X.html``; other relative links to notebooks or files of the repository -> plain text
+    naming the file."""
 
     def repl(m: re.Match) -> str:
         href, rest, text = m.group(2), m.group(3), m.group(4)
         path, _, anchor = href.partition("#")
         name = Path(path).name
-        if path.endswith(".ipynb") and name in pages:
+        if (path.endswith(".ipynb") or path.endswith(".md")) and name in pages:
             target = pages[name] + (f"#{anchor}" if anchor else "")
             return f'<a{m.group(1) or " "}href="{target}"{rest}>{text}</a>'
         if re.match(r"^(?:[a-z][a-z0-9+.-]*:|#|//)", href, re.I):
@@ -202,6 +203,34 @@ def _fix_links(body: str, pages: dict[str, str]) -> str:
                   repl, body, flags=re.S | re.I)
 
 
+GLOSSARY = "GLOSSARY.md"
+GLOSSARY_PAGE = "glossary.html"
+
+
+def github_slug(heading: str) -> str:
+    """The anchor GitHub gives a heading (lower case, punctuation dropped, spaces to -): the
+    lessons link glossary entries by it, so the edition's page keeps it."""
+    text = re.sub(r"<[^>]+>", "", html.unescape(heading)).strip().lower()
+    return re.sub(r"[^\w\- ]", "", text).replace(" ", "-")
+
+
+def render_glossary(path: Path, exporter, pages: dict[str, str]) -> str:
+    """``GLOSSARY.md`` as a page of the edition, styled like the lessons, every heading with
+    the anchor the lessons link to."""
+    import nbformat
+
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell(path.read_text(encoding="utf-8"))])
+    body, _ = exporter.from_notebook_node(nb, resources={"metadata": {"name": "glossary"}})
+
+    def anchor(m: re.Match) -> str:
+        slug = github_slug(re.sub(r'<a class="anchor-link".*?</a>', "", m.group(3), flags=re.S))
+        inner = re.sub(r'(class="anchor-link" href=")#[^"]*"', rf'\1#{slug}"', m.group(3))
+        return f'<h{m.group(1)} id="{slug}"{m.group(2)}>{inner}</h{m.group(1)}>'
+
+    body = re.sub(r'<h([1-6]) id="[^"]*"([^>]*)>(.*?)</h\1>', anchor, body, flags=re.S)
+    return _fix_links(_strip_remote(body), pages)
+
+
 _INDEX_CSS = """
 body{font-family:system-ui,-apple-system,"Segoe UI",sans-serif;max-width:760px;margin:3em auto;
 padding:0 1em;line-height:1.5;color:#1f2328}
@@ -210,7 +239,7 @@ a{color:#0969da}
 """
 
 
-def render_index(pages: list[Page], version: str) -> str:
+def render_index(pages: list[Page], version: str, glossary: bool = False) -> str:
     items = "\n".join(
         f'  <li><a href="{p.html_name}">{html.escape(p.title)}</a> '
         f'<span class="meta">({html.escape(p.source.name)}'
@@ -230,6 +259,7 @@ the widgets, open the notebooks in JupyterLab (<code>make lab</code>).</p>
 <ol>
 {items}
 </ol>
+{f'<p>The terms of art, one or two sentences each: <a href="{GLOSSARY_PAGE}">the glossary</a>.</p>' if glossary else ""}
 </body></html>
 """
 
@@ -244,7 +274,13 @@ def build(out: Path, lessons: list[Path], *, timeout: int = 600, progress=print,
 
     out.mkdir(parents=True, exist_ok=True)
     names = {p.name: p.stem + ".html" for p in lessons}
+    glossary = lessons[0].parent / GLOSSARY if lessons else None
+    if glossary is not None and glossary.is_file():
+        names[GLOSSARY] = GLOSSARY_PAGE
     exporter = _exporter()
+    if GLOSSARY in names:
+        assert glossary is not None
+        (out / GLOSSARY_PAGE).write_text(render_glossary(glossary, exporter, names), encoding="utf-8")
     pages = []
     for i, path in enumerate(lessons, 1):
         started = time.monotonic()
@@ -268,7 +304,8 @@ def build(out: Path, lessons: list[Path], *, timeout: int = 600, progress=print,
                           None if executed is not None else seconds))
         progress(f"[{i}/{len(lessons)}] {path.name}: {names[path.name]} ({seconds:.1f}s)")
 
-    (out / "index.html").write_text(render_index(pages, __version__), encoding="utf-8")
+    (out / "index.html").write_text(render_index(pages, __version__, GLOSSARY in names),
+                                    encoding="utf-8")
     return pages
 
 

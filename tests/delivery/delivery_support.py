@@ -81,9 +81,13 @@ def check_site(out: Path, lessons: list[Path]) -> dict[str, int]:
     """Every page: links resolve inside the site, images are embedded and decode, nothing
     is loaded from the network. Returns the number of images per page."""
     pages = {p.stem + ".html" for p in lessons}
+    glossary = bool(lessons) and (lessons[0].parent / edition.GLOSSARY).is_file()
+    if glossary:  # the lessons link its entries: the edition has it as a page
+        pages.add(edition.GLOSSARY_PAGE)
     assert {p.name for p in out.glob("*.html")} == pages | {"index.html"}
     index = parse_page(out / "index.html")
-    assert [h for h in index.links] == [p.stem + ".html" for p in lessons]
+    assert [h for h in index.links] == [p.stem + ".html" for p in lessons] + (
+        [edition.GLOSSARY_PAGE] if glossary else [])
     parsed = {name: parse_page(out / name) for name in pages | {"index.html"}}
     images = {}
     for name, refs in parsed.items():
