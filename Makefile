@@ -48,9 +48,7 @@ $(DEV_STAMP): pyproject.toml | $(PY)
 # The project's JupyterLab settings (jupyter/lab-settings/overrides.json: no news pop-up over
 # the first lesson). As root (containers, Binder-style images) Jupyter refuses to start
 # without --allow-root: pass it, and say so.
-# Kernels over local IPC sockets, not TCP ports: nothing listens on the network, and ipykernel
-# does not warn "running over TCP without encryption" at every kernel start.
-LAB_FLAGS := --LabApp.app_settings_dir=$(CURDIR)/jupyter/lab-settings --KernelManager.transport=ipc
+LAB_FLAGS := --LabApp.app_settings_dir=$(CURDIR)/jupyter/lab-settings
 lab: setup-lab
 	@if [ "$$(id -u)" = "0" ]; then \
 	  echo "make lab: running as root, so JupyterLab is started with --allow-root"; \

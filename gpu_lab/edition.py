@@ -115,16 +115,15 @@ def kernel_config():
     """Configuration for one kernel gpu-lab starts: it talks over local IPC sockets, not TCP,
     so nothing listens on a port and ipykernel has no reason to warn "running over TCP
     without encryption" at every start. Call it once per kernel."""
-    from jupyter_core.paths import jupyter_runtime_dir  # Jupyter's: loaded only to run lessons
-    from traitlets.config import Config
+    from traitlets.config import Config  # Jupyter's: loaded only to run lessons
 
-    runtime = Path(jupyter_runtime_dir())
-    runtime.mkdir(parents=True, exist_ok=True)
     config = Config()
     config.KernelManager.transport = "ipc"
-    # a socket path of its own per kernel (the default, "kernel-ipc" in the working directory,
-    # is shared by every kernel started there); jupyter_client removes the files at shutdown
-    config.KernelManager.ip = str(runtime / f"gpu-lab-{uuid.uuid4().hex[:12]}")
+    # A socket path of its own per kernel (the default, "kernel-ipc" in the working directory,
+    # is shared by every kernel started there), and a short one: a Unix socket's path may
+    # not pass 107 bytes, which a runtime directory under a test's tmp folder does.
+    # jupyter_client removes the files at shutdown; the key still guards the kernel.
+    config.KernelManager.ip = str(Path(tempfile.gettempdir()) / f"gpu-lab-{uuid.uuid4().hex[:12]}")
     return config
 
 

@@ -87,7 +87,6 @@ def jupyterlab(tmp_path_factory):
     settings = REPO / "jupyter" / "lab-settings"  # what `make lab` passes (no news pop-up)
     if settings.is_dir():
         cmd.append(f"--LabApp.app_settings_dir={settings}")
-    cmd.append("--KernelManager.transport=ipc")  # as `make lab`: kernels on IPC sockets
     if hasattr(os, "getuid") and os.getuid() == 0:
         cmd.append("--allow-root")
     log = (root / "jupyterlab.log").open("w")
@@ -265,13 +264,12 @@ def test_drill_widget_show_answer_and_self_score(page, jupyterlab, artifacts):
     _shot(page, artifacts, "drill-scored", widget)
 
 
-def test_the_jupyterlab_log_has_no_warning_of_ours(jupyterlab):
-    """After the kernels above ran: no TCP warning from any kernel, and nothing about
-    gpu-lab's settings (a misspelt overrides.json would warn here)."""
+def test_the_jupyterlab_log_has_no_warning_about_our_settings(jupyterlab):
+    """After the kernels above ran: nothing in JupyterLab's log about gpu-lab's settings
+    (a misspelt overrides.json, a setting JupyterLab does not know, would warn here)."""
     _, _, root = jupyterlab
     log = (root / "jupyterlab.log").read_text()
     assert "Kernel started" in log  # the tests above did start kernels
-    assert "without encryption" not in log
     ours = [line for line in log.splitlines()
             if line.startswith(("[W", "[E")) and ("lab-settings" in line or "overrides" in line)]
     assert ours == []

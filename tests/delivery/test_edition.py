@@ -46,3 +46,19 @@ def test_remote_references_are_found():
         "https://x/y.png", "//cdn/x.css", "https://f/a.css", "https://cdn.x/m.mjs"]
     assert edition.remote_references(edition._strip_remote(page).replace(
         '<img src="https://x/y.png">', "")) == ["//cdn/x.css", "https://f/a.css"]
+
+
+def test_kernels_start_where_the_runtime_directory_is_long(tmp_path, monkeypatch):
+    """A Unix socket's path may not pass 107 bytes: gpu-lab's kernels keep theirs short even
+    when Jupyter's runtime directory is deep (as under a test's tmp folder)."""
+    import nbformat
+
+    deep = tmp_path / ("d" * 60) / ("e" * 60)
+    deep.mkdir(parents=True)
+    monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(deep))
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("print(6 * 7)")])
+    path = tmp_path / "tiny.ipynb"
+    nbformat.write(nb, path)
+    ran = edition.execute(path, timeout=60)
+    assert ran.cells[0].outputs[0]["text"] == "42\n"
+    assert len(str(deep)) > 107  # the runtime directory alone is too long for a socket path
