@@ -164,7 +164,12 @@ def static_widgets(nb) -> int:
 def _exporter():
     from nbconvert import HTMLExporter
 
-    exporter = HTMLExporter(template_name="lab", embed_images=True)
+    # embed_images stays off: with it nbconvert re-parses each raw HTML block on its own with
+    # BeautifulSoup, which closes a lone <details> at once, so every Under the hood section
+    # rendered empty with its text after it. Code-cell images are data URIs either way and
+    # markdown attachments are embedded regardless; the delivery tests fail on any image
+    # that is not embedded.
+    exporter = HTMLExporter(template_name="lab")
     exporter.mathjax_url = ""  # no CDN script; lessons write no LaTeX
     exporter.require_js_url = ""
     return exporter

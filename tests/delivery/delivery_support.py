@@ -60,15 +60,30 @@ class _Refs(HTMLParser):
         self.links: list[str] = []
         self.images: list[str] = []
         self.ids: set[str] = set()
+        self.details: list[int] = []  # per <details>: the elements after its <summary>
+        self._open: list[int] = []
+        self._in_summary = False
 
     def handle_starttag(self, tag, attrs):
         a = dict(attrs)
+        if tag == "details":
+            self._open.append(0)
+        elif tag == "summary":
+            self._in_summary = True
+        elif self._open and not self._in_summary:
+            self._open[-1] += 1
         if a.get("id"):
             self.ids.add(a["id"])
         if tag == "a" and a.get("href") is not None:
             self.links.append(a["href"])
         if tag == "img":
             self.images.append(a.get("src") or "")
+
+    def handle_endtag(self, tag):
+        if tag == "summary":
+            self._in_summary = False
+        elif tag == "details" and self._open:
+            self.details.append(self._open.pop())
 
 
 def parse_page(path: Path) -> _Refs:
@@ -111,5 +126,7 @@ def check_site(out: Path, lessons: list[Path]) -> dict[str, int]:
             assert m, f"{name}: image not embedded: {src[:80]!r}"
             payload = base64.b64decode(m.group(3)) if m.group(2) else unquote(m.group(3)).encode()
             assert len(payload) > 200, f"{name}: empty image"
+        # an Under the hood section holds its text, not an empty box with the text after it
+        assert all(refs.details), f"{name}: {refs.details.count(0)} empty <details>"
         images[name] = len(refs.images)
     return images

@@ -32,6 +32,22 @@ def test_two_lessons_build_offline(tmp_path, capfd):
         tmp_path / "00_start_here.html").read_text(encoding="utf-8")
 
 
+def test_under_the_hood_keeps_its_text(tmp_path):
+    """A folded section's markdown renders inside its <details>, as in JupyterLab."""
+    import nbformat
+    from delivery_support import parse_page
+
+    cell = ("## A heading\n\n<details><summary>Under the hood: *why*</summary>\n\n"
+            "The kubelet picks the **IDs**.\n\n- one\n- two\n\n</details>\n\nAfter it.")
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell(cell)])
+    body, _ = edition._exporter().from_notebook_node(nb)
+    (tmp_path / "page.html").write_text(body, encoding="utf-8")
+    assert parse_page(tmp_path / "page.html").details == [5]  # p, strong, ul and its two li
+    inside = body[body.index("<details>"):body.index("</details>")]
+    assert "picks the <strong>IDs</strong>" in inside and "<li>two</li>" in inside
+    assert "After it." not in inside
+
+
 def test_unknown_lesson_is_one_line_error(tmp_path, capsys):
     assert edition.main(["--out", str(tmp_path), "--lessons", "99_nope"]) == 1
     err = capsys.readouterr().err
