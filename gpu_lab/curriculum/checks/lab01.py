@@ -1,7 +1,8 @@
 """Lab 01: the device-plugin outage. ``gpu_lab.labs.lab01``.
 
-``paged_cluster()`` builds the incident the learner is paged for: four H100 nodes,
-training jobs pending, and the device plugin dead on some nodes (which ones is the
+``paged_cluster()`` builds the incident of the ticket: a mixed fleet (four L4 nodes of 4
+GPUs for serving, two A100 nodes of 8 for research), serving replicas and a fine-tuning job
+pending, and the device plugin dead on some nodes (which ones is the
 learner's to find, from what ``kubectl`` shows). It remembers the facts of the incident
 so the check cells can compare the learner's answers with them and say exactly what
 is wrong: ``check_diagnosis`` (which nodes, how many GPUs stranded) and
@@ -22,57 +23,86 @@ from ...connection import connect
 from ...errors import LabCheckFailed
 from .feedback import Checklist, Feedback
 
-__all__ = ["HINTS", "CLUSTER", "NAMESPACE", "check_diagnosis", "check_recovery", "paged_cluster"]
+__all__ = ["HINTS", "CLUSTER", "NAMESPACES", "check_diagnosis", "check_recovery", "paged_cluster"]
 
 HINTS = (
-    "Start from the pending jobs: `kubectl get pods -n ml --field-selector=status.phase=Pending` and "
-    "`kubectl describe pod -n ml big-train` say why the scheduler finds no room. Then compare, node by "
+    "Start from the pending pods: `kubectl get pods -A --field-selector=status.phase=Pending` and "
+    "`kubectl describe pod -n serving ranker-4` say why the scheduler finds no room. Then compare, node by "
     "node, what the scheduler may hand out with what is installed: "
-    "`kubectl get nodes -o custom-columns=NAME:.metadata.name,CAP:.status.capacity.nvidia\\.com/gpu,"
-    "ALLOC:.status.allocatable.nvidia\\.com/gpu`.",
+    "`kubectl get nodes -L nvidia.com/gpu.product -o custom-columns=NAME:.metadata.name,"
+    "CAP:.status.capacity.nvidia\\.com/gpu,ALLOC:.status.allocatable.nvidia\\.com/gpu`.",
     "A node whose device plugin is down advertises fewer GPUs in allocatable than it has. Capacity is not "
     "a reliable count of what is installed (after a few minutes without a plugin it drops to 0 too); "
-    "GPU Feature Discovery's label is: `kubectl describe node <node>` shows nvidia.com/gpu.count under Labels.",
+    "GPU Feature Discovery's label is: `kubectl describe node <node>` shows nvidia.com/gpu.count under Labels. "
+    "The pools differ: an L4 node has 4 GPUs, an A100 node 8.",
     "Stranded means installed, idle and invisible: on each broken node, installed minus what running pods "
     "already hold (`kubectl describe node <node>`, Allocated resources). Running pods keep their devices "
-    "when the plugin dies; do not count them.",
+    "when the plugin dies; do not count them. A node can be broken and strand nothing, and a full node "
+    "is not broken for being full.",
     "The answer: broken_nodes are the nodes whose allocatable nvidia.com/gpu is below their "
-    "nvidia.com/gpu.count label; stranded_gpus is the sum over them of label count minus requested GPUs. "
-    "To recover, call lab.restart_plugin(node) for each broken node, then lab.schedule(); move or delete nothing.",
+    "nvidia.com/gpu.count label (full ones included); stranded_gpus is the sum over them of label count "
+    "minus requested GPUs. To recover, call lab.restart_plugin(node) for each broken node, then "
+    "lab.schedule(); move or delete nothing.",
 )
 
-NAMESPACE = "ml"
+NAMESPACES = ("serving", "research")
 GPU = "nvidia.com/gpu"
 COUNT_LABEL = "nvidia.com/gpu.count"  # written by GPU Feature Discovery, not by the device plugin
+L4, A100 = "NVIDIA-L4", "NVIDIA-A100-SXM4-80GB"
 
 CLUSTER = """
 apiVersion: gpulab.dev/v1alpha1
 kind: NodePool
-metadata: {name: h100}
-spec: {count: 4, gpu: {model: H100-80GB, count: 8}, cpu: "96", memory: 1024Gi}
+metadata: {name: l4}
+spec: {count: 4, gpu: {model: L4, count: 4}, cpu: "48", memory: 192Gi}
+---
+apiVersion: gpulab.dev/v1alpha1
+kind: NodePool
+metadata: {name: a100}
+spec: {count: 2, gpu: {model: A100-80GB, count: 8}, cpu: "96", memory: 1024Gi}
 ---
 apiVersion: v1
 kind: Namespace
-metadata: {name: ml}
+metadata: {name: serving}
+---
+apiVersion: v1
+kind: Namespace
+metadata: {name: research}
 """
 
-# (name, GPUs, pinned node) running before the outage; then the jobs that arrive during it.
-RUNNING = (("pretrain-a", 8, "h100-0"), ("serve-llm", 2, "h100-1"), ("train-b", 6, "h100-2"))
-ARRIVING = (("big-train", 8), ("finetune", 4), ("eval", 2))
-# The incident: h100-3's plugin died long ago (past the kubelet's 5-minute grace period,
-# so its capacity is 0 too); h100-1's died a minute before the page.
-DEAD_LONG_AGO, DEAD_RECENTLY = "h100-3", "h100-1"
+# (namespace, name, GPUs, product, pinned node) running before the outage; then the pods
+# that arrive during it (no node pinned: they ask for a GPU product, as serving pods do).
+RUNNING = (
+    ("serving", "embed-0", 1, L4, "l4-0"), ("serving", "embed-1", 1, L4, "l4-0"),
+    ("serving", "ranker-0", 1, L4, "l4-0"), ("serving", "ranker-1", 1, L4, "l4-0"),
+    ("serving", "ocr-0", 2, L4, "l4-1"),
+    ("serving", "asr-0", 1, L4, "l4-2"),
+    ("serving", "asr-1", 2, L4, "l4-3"), ("serving", "ocr-1", 2, L4, "l4-3"),
+    ("research", "pretrain", 8, A100, "a100-0"),
+    ("research", "sweep", 4, A100, "a100-1"),
+)
+ARRIVING = (
+    ("serving", "ranker-2", 1, L4), ("serving", "ranker-3", 1, L4), ("serving", "ranker-4", 1, L4),
+    ("serving", "ocr-2", 2, L4),
+    ("research", "finetune", 4, A100),
+)
+# The incident: l4-2's plugin died in the night (past the kubelet's 5-minute grace period,
+# so its capacity is 0 too); l4-3's and a100-1's died a minute before the ticket. l4-3 is
+# full: its running pods keep their devices, so it is broken and strands nothing.
+DEAD_LONG_AGO, DEAD_RECENTLY = ("l4-2",), ("l4-3", "a100-1")
 
 
-def _pod(name: str, gpus: int, node: str | None = None) -> str:
-    selector = f"\n  nodeSelector: {{kubernetes.io/hostname: {node}}}" if node else ""
+def _pod(namespace: str, name: str, gpus: int, product: str, node: str | None = None) -> str:
+    selector = f"kubernetes.io/hostname: {node}" if node else f"nvidia.com/gpu.product: {product}"
+    image = "nvcr.io/nvidia/tritonserver:24.08-py3" if namespace == "serving" else "nvcr.io/nvidia/pytorch:24.08-py3"
     return f"""apiVersion: v1
 kind: Pod
-metadata: {{name: {name}, namespace: {NAMESPACE}}}
-spec:{selector}
+metadata: {{name: {name}, namespace: {namespace}}}
+spec:
+  nodeSelector: {{{selector}}}
   containers:
-  - name: trainer
-    image: nvcr.io/nvidia/pytorch:24.08-py3
+  - name: main
+    image: {image}
     resources: {{limits: {{nvidia.com/gpu: {gpus}}}}}
 """
 
@@ -81,17 +111,18 @@ spec:{selector}
 class Incident:
     broken: dict[str, int]  # node -> GPUs stranded (installed, idle, not allocatable)
     installed: dict[str, int]  # node -> GPUs GFD counted
-    in_use: dict[str, int]  # node -> GPUs running pods held at the page
-    running: dict[str, str]  # pod -> node, for pods running when the pager went off
+    in_use: dict[str, int]  # node -> GPUs running pods held at the ticket
+    running: dict[str, str]  # pod -> node, for pods running when the ticket came in
     gpus: dict[str, int] = field(default_factory=dict)  # pod -> GPUs it asks for
-    capacity_gap: int = 0  # sum of capacity - allocatable at the page (a tempting wrong answer)
+    capacity_gap: int = 0  # sum of capacity - allocatable at the ticket (a tempting wrong answer)
+    capacity: dict[str, int] = field(default_factory=dict)  # node -> capacity at the ticket
 
 
 _INCIDENTS: weakref.WeakKeyDictionary[Any, Incident] = weakref.WeakKeyDictionary()
 
 
 def paged_cluster(backend: str = "sim", **options: Any):
-    """The cluster you are paged for: returns a ``Session`` with the incident under way.
+    """The cluster of the ticket: returns a ``Session`` with the incident under way.
 
     ``options`` go to ``gpu_lab.connect`` (``deterministic=True`` unless given).
     """
@@ -101,23 +132,26 @@ def paged_cluster(backend: str = "sim", **options: Any):
     if backend != "sim":
         lab.reset()
     lab.apply(CLUSTER)
-    lab.apply("---\n".join(_pod(n, g, node) for n, g, node in RUNNING))
+    lab.apply("---\n".join(_pod(*pod) for pod in RUNNING))
     lab.schedule()
-    lab.kill_plugin(DEAD_LONG_AGO)
+    for node in DEAD_LONG_AGO:
+        lab.kill_plugin(node)
     lab.advance(600)  # past the grace period: capacity follows allocatable to 0
-    lab.kill_plugin(DEAD_RECENTLY)
+    for node in DEAD_RECENTLY:
+        lab.kill_plugin(node)
     lab.advance(60)
-    lab.apply("---\n".join(_pod(n, g) for n, g in ARRIVING))
+    lab.apply("---\n".join(_pod(*pod) for pod in ARRIVING))
     lab.schedule()
     nodes = lab.nodes().set_index("name")
     installed = {n: int(lab.describe_node(n).labels.get(COUNT_LABEL, 0)) for n in nodes.index}
     in_use = {n: int(nodes.loc[n, f"{GPU} requested"]) for n in nodes.index}
-    broken = {n: installed[n] - in_use[n] for n in (DEAD_RECENTLY, DEAD_LONG_AGO)}
+    capacity = {n: int(nodes.loc[n, f"{GPU} capacity"]) for n in nodes.index}
+    broken = {n: installed[n] - in_use[n] for n in DEAD_RECENTLY + DEAD_LONG_AGO}
     pods = lab.pods()
     running = {r["name"]: r["node"] for _, r in pods.iterrows() if r["phase"] == "Running"}
     gpus = {r["name"]: int(r["gpus"]) for _, r in pods.iterrows()}
     gap = int((nodes[f"{GPU} capacity"] - nodes[f"{GPU} allocatable"]).sum())
-    _INCIDENTS[lab] = Incident(dict(sorted(broken.items())), installed, in_use, running, gpus, gap)
+    _INCIDENTS[lab] = Incident(dict(sorted(broken.items())), installed, in_use, running, gpus, gap, capacity)
     return lab
 
 
@@ -154,16 +188,21 @@ def check_diagnosis(lab, broken_nodes: Iterable[str], stranded_gpus: int) -> Fee
                              f"(nodes: {_names(sorted(inc.installed))})")
         else:
             gpus = inc.installed[node]
+            busy = " A full node is busy, not broken" if inc.in_use[node] == gpus else ""
             c.require(False, f"you named {node}, but its plugin is fine: it advertises all "
                              f"{_gpus(gpus)} GFD counted (allocatable = capacity = {gpus}; "
-                             f"{inc.in_use[node]} in use). A full node is busy, not broken")
+                             f"{inc.in_use[node]} in use).{busy}")
     for node in truth:
         if node in named:
             continue
-        if node == DEAD_LONG_AGO:
+        if node in DEAD_LONG_AGO:
             why = (f"its plugin died more than 5 minutes ago, so capacity fell to 0 as well as "
                    f"allocatable; its label {COUNT_LABEL}={inc.installed[node]} (from GPU Feature "
                    f"Discovery) still says {_gpus(inc.installed[node])} are installed")
+        elif inc.broken[node] == 0:
+            why = (f"running pods hold all {_gpus(inc.installed[node])} it has, so it looks full, "
+                   f"but its allocatable is 0 (capacity {inc.capacity[node]}): full and broken "
+                   f"at once, and no new pod can land there even when one of them ends")
         else:
             why = (f"capacity {inc.installed[node]} but allocatable 0: the kubelet still "
                    f"remembers the devices (grace period) while the plugin is gone")
@@ -178,7 +217,8 @@ def check_diagnosis(lab, broken_nodes: Iterable[str], stranded_gpus: int) -> Fee
     except (TypeError, ValueError):
         said = None
     if said == total:
-        c.require(True, "", f"{total} idle GPUs were stranded ({breakdown})")
+        # the per-node breakdown would name a node the learner missed: only once the nodes are right
+        c.require(True, "", f"{total} idle GPUs were stranded" + (f" ({breakdown})" if named == truth else ""))
     elif said is None:
         c.require(False, f"stranded_gpus should be a number of GPUs, not {stranded_gpus!r}")
     else:
@@ -201,7 +241,7 @@ def check_diagnosis(lab, broken_nodes: Iterable[str], stranded_gpus: int) -> Fee
 def check_recovery(lab) -> Feedback:
     """Every job running, the pods that ran before the outage untouched, every plugin back."""
     inc = _incident(lab)
-    c = Checklist("Lab 01: recovery", look="kubectl get pods -n ml --field-selector=status.phase!=Running")
+    c = Checklist("Lab 01: recovery", look="kubectl get pods -A --field-selector=status.phase!=Running")
     pods = lab.pods()
     pending = pods[pods["phase"] != "Running"]
     if len(pending):
@@ -218,11 +258,12 @@ def check_recovery(lab) -> Feedback:
     c.require(not moved and not missing,
               "disturbed workloads: " + "; ".join(moved + [f"{p} was deleted" for p in missing])
               + ". Restarting a device plugin never needs a running pod moved",
-              f"the {len(inc.running)} pods running at the page kept their nodes")
+              f"the {len(inc.running)} pods running when the ticket came in kept their nodes")
     nodes = lab.nodes().set_index("name")
     still = [f"{n} (allocatable {int(nodes.loc[n, f'{GPU} allocatable'])} of {inc.installed[n]})"
              for n in inc.installed
              if n in nodes.index and int(nodes.loc[n, f"{GPU} allocatable"]) < inc.installed[n]]
     c.require(not still, f"device plugin still down on {', '.join(still)}",
-              f"every node advertises all its GPUs again ({sum(inc.installed.values())} in all)")
+              f"every node advertises all its GPUs again ({sum(inc.installed.values())} in all)",
+              look="kubectl describe node <node>")
     return c.done()

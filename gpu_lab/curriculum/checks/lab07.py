@@ -1,15 +1,16 @@
-"""Lab 07 checks: two teams' training Jobs deadlock every Monday; both must finish.
+"""Lab 07 checks: the research team's nightly sweep; two of its three Jobs fail every night.
 
-The cluster is fixed (``CLUSTER``: three A100-80GB nodes, 24 GPUs). What the learner
-changes is the submission: the Monday workload (``lessons/scenarios/07_lab_monday.yaml``:
-the platform team's nightly evaluation, the vision team's 16-GPU pre-training Job and the
-speech team's 16-GPU fine-tuning Job, both torchrun-style rendezvous Jobs) plus whatever
-objects decide how it is admitted and placed. The checks run the cluster and the
-submission through ``gpu_lab.simulate`` and say, in numbers and names, which Job never
-finished and why, when the last one finished, and which workers held GPUs for nothing.
+The cluster is fixed (``CLUSTER``: two H200 nodes, 16 GPUs). What the learner changes is the
+submission: tonight's sweep (``SWEEP``: three torchrun-style rendezvous Jobs of 12 GPUs each,
+3 workers of 4, whose workers give up after a 10-minute rendezvous timeout) plus whatever
+objects decide how it is admitted and placed. The manifests live here, with their checks,
+not in ``lessons/scenarios/``: the lesson's two-team deadlock is another cluster and another
+ticket. The checks run the cluster and the submission through ``gpu_lab.simulate`` and say,
+in numbers and names, which Job never finished and why, when the last one finished, and
+which workers held GPUs for nothing.
 
 The work itself may not change: each Job keeps its GPUs in total, its duration and its
-submission time, and the training Jobs stay rendezvous Jobs (``MONDAY_WORK``).
+submission time, and stays a rendezvous Job (``WORK``).
 """
 
 from __future__ import annotations
@@ -29,18 +30,21 @@ from .manifests import hardware_problem, read_manifests
 TITLE = "Lab 07"
 
 HINTS = (
-    "Start from what the Jobs' pods do: `kubectl get pods -A -o wide` at 01:00 shows workers of both Jobs "
-    "Running and others Pending; `kubectl describe pod <pending worker>` says why. A rendezvous Job trains "
-    "only when all its workers run.",
-    "Two Jobs each holding part of the GPUs they need, each waiting for the other: a deadlock the default "
-    "scheduler creates because it places pods one at a time. What would place a Job's workers all at once "
-    "or not at all?",
+    "Start from the Jobs: `kubectl get jobs -n research` shows which failed, and `kubectl describe job -n "
+    "research <job>` why (its conditions and events). Then watch the pods: `kubectl get pods -n research -o wide "
+    "--watch` at 22:00 shows some workers of a Job Running while the others are Pending. A rendezvous Job "
+    "trains only when all its workers run.",
+    "A worker that waits longer than its rendezvous timeout fails, and every failure counts against the Job's "
+    "backoffLimit. The timeout gives its GPUs back, but the next round is the same race: pods are placed one at "
+    "a time, so a Job gets part of the GPUs again. More retries or no timeout trade failures for GPUs held for "
+    "nothing. What would place a Job's workers all at once or not at all?",
     "Kubernetes v1.37 has gang scheduling in kube-scheduler: a PodGroup (scheduling.k8s.io/v1beta1) with "
     "schedulingPolicy.gang.minCount, which the Job's pods join through spec.schedulingGroup.podGroupName "
     "(`kubectl get podgroups -A` shows them). Kueue's admission is another way.",
-    "The answer: for each rendezvous Job, a PodGroup named after the Job in its namespace with "
-    "spec.schedulingPolicy.gang.minCount = the Job's parallelism, and the Job's pod template "
-    "spec.schedulingGroup = {podGroupName: <the Job's name>}.",
+    "The answer: for each of the three sweep Jobs, a PodGroup named after the Job in namespace research with "
+    "spec.schedulingPolicy.gang.minCount = the Job's parallelism (3), and the Job's pod template "
+    "spec.schedulingGroup = {podGroupName: <the Job's name>}. The Jobs then run one after the other, each "
+    "whole; the timeout can stay.",
 )
 GPU = "nvidia.com/gpu"
 HORIZON = "24h"  # how long each check runs the clock
@@ -49,15 +53,100 @@ DURATION = "gpulab.dev/duration"
 SUBMIT_AT = "gpulab.dev/submit-at"
 TIMEOUT = "gpulab.dev/rendezvous-timeout"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
-CLUSTER_GPUS = 24
+CLUSTER_GPUS = 16
+MODEL = "H200-141GB"
 
 CLUSTER = """\
 apiVersion: gpulab.dev/v1alpha1
 kind: NodePool
-metadata: {name: a100}
+metadata: {name: h200}
 spec:
-  count: 3
-  gpu: {model: A100-80GB, count: 8}
+  count: 2
+  gpu: {model: H200-141GB, count: 8}
+"""
+
+# Tonight's submission, exactly as the research team's pipeline applies it.
+SWEEP = """\
+# Lab 07: the research team's nightly sweep on the 16-GPU H200 cluster
+# (CLUSTER), as submitted at 22:00. Three torchrun Jobs, each 3 workers
+# of 4 GPUs: no worker trains until all three have joined (gpulab.dev/rendezvous). Each
+# worker gives up after 10 minutes without its peers (torchrun --rdzv-timeout).
+apiVersion: v1
+kind: Namespace
+metadata: {name: research}
+---
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: sweep-lr
+  namespace: research
+  annotations:
+    gpulab.dev/rendezvous: "true"
+    gpulab.dev/rendezvous-timeout: 10m
+spec:
+  parallelism: 3
+  completions: 3
+  backoffLimit: 4
+  template:
+    metadata:
+      annotations:
+        gpulab.dev/duration: 3h
+    spec:
+      restartPolicy: Never
+      containers:
+      - name: worker
+        image: sweep-trainer:1.2     # torchrun --nnodes=3 --nproc-per-node=4
+        resources:
+          limits: {nvidia.com/gpu: 4}
+---
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: sweep-wd
+  namespace: research
+  annotations:
+    gpulab.dev/rendezvous: "true"
+    gpulab.dev/rendezvous-timeout: 10m
+spec:
+  parallelism: 3
+  completions: 3
+  backoffLimit: 4
+  template:
+    metadata:
+      annotations:
+        gpulab.dev/duration: 2h
+    spec:
+      restartPolicy: Never
+      containers:
+      - name: worker
+        image: sweep-trainer:1.2     # torchrun --nnodes=3 --nproc-per-node=4
+        resources:
+          limits: {nvidia.com/gpu: 4}
+---
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: sweep-bs
+  namespace: research
+  annotations:
+    gpulab.dev/rendezvous: "true"
+    gpulab.dev/rendezvous-timeout: 10m
+    gpulab.dev/submit-at: 5m
+spec:
+  parallelism: 3
+  completions: 3
+  backoffLimit: 4
+  template:
+    metadata:
+      annotations:
+        gpulab.dev/duration: 90m
+    spec:
+      restartPolicy: Never
+      containers:
+      - name: worker
+        image: sweep-trainer:1.2     # torchrun --nnodes=3 --nproc-per-node=4
+        resources:
+          limits: {nvidia.com/gpu: 4}
 """
 
 # The cluster is fixed: a submission may not bring capacity of its own.
@@ -66,7 +155,7 @@ HARDWARE_KINDS = ("NodePool", "Node")
 
 @dataclass(frozen=True)
 class Work:
-    """What one Monday Job must still do, whatever its shape."""
+    """What one sweep Job must still do, whatever its shape."""
 
     namespace: str
     name: str
@@ -80,12 +169,12 @@ class Work:
         return f"{self.namespace}/{self.name}"
 
 
-MONDAY_WORK = (
-    Work("platform", "nightly-eval", 12, 45 * 60, 0, False),
-    Work("vision", "pretrain", 16, 4 * 3600, 0, True),
-    Work("speech", "finetune", 16, 2 * 3600, 15 * 60, True),
+WORK = (
+    Work("research", "sweep-lr", 12, 3 * 3600, 0, True),
+    Work("research", "sweep-wd", 12, 2 * 3600, 0, True),
+    Work("research", "sweep-bs", 12, 90 * 60, 5 * 60, True),
 )
-TRAINING = tuple(w for w in MONDAY_WORK if w.rendezvous)
+TRAINING = tuple(w for w in WORK if w.rendezvous)
 
 
 # ------------------------------------------------------------------ reading input
@@ -130,29 +219,29 @@ def _job_shape(doc: dict) -> dict[str, Any]:
 
 
 def work_problems(submission: Any) -> list[str]:
-    """What the submission changed about Monday's work (empty when it is the same work)."""
+    """What the submission changed about tonight's work (empty when it is the same work)."""
     docs = documents(submission)
     problems: list[str] = []
-    hardware = hardware_problem(docs, HARDWARE_KINDS, "the cluster is fixed at 24 GPUs (lab07.CLUSTER)")
+    hardware = hardware_problem(docs, HARDWARE_KINDS, f"the cluster is fixed at {CLUSTER_GPUS} GPUs (lab07.CLUSTER)")
     if hardware is not None:
         problems.append(hardware)
     jobs = {f"{(d.get('metadata') or {}).get('namespace') or 'default'}/{(d.get('metadata') or {}).get('name')}": d
             for d in docs if d.get("kind") == "Job"}
-    for w in MONDAY_WORK:
+    for w in WORK:
         doc = jobs.get(w.key)
         if doc is None:
-            problems.append(f"Job {w.key} is missing: Monday's work still has to run")
+            problems.append(f"Job {w.key} is missing: tonight's work still has to run")
             continue
         shape = _job_shape(doc)
         if shape["gpus"] != w.gpus:
             problems.append(f"{w.key} asks for {shape['gpus']} GPUs in all ({shape['parallelism']} pods x "
-                            f"{shape['per_pod']}), Monday's asks for {w.gpus}: you may change the shape, "
+                            f"{shape['per_pod']}), tonight's asks for {w.gpus}: you may change the shape, "
                             "not the total")
         if shape["duration_s"] != w.duration_s:
             got = "none" if shape["duration_s"] is None else _hours(shape["duration_s"])
-            problems.append(f"{w.key} runs {got} ({DURATION}), Monday's runs {_hours(w.duration_s)}")
+            problems.append(f"{w.key} runs {got} ({DURATION}), tonight's runs {_hours(w.duration_s)}")
         if shape["submit_at_s"] > w.submit_at_s:
-            problems.append(f"{w.key} is submitted at {_hours(shape['submit_at_s'])}, Monday's at "
+            problems.append(f"{w.key} is submitted at {_hours(shape['submit_at_s'])}, tonight's at "
                             f"{_hours(w.submit_at_s)}: teams submit when they are ready, not later")
         if w.rendezvous and not shape["rendezvous"]:
             problems.append(f"{w.key} lost {RENDEZVOUS}: \"true\": the job still needs all of its workers "
@@ -207,9 +296,9 @@ def gang_notes(submission: Any) -> list[str]:
 
 
 def kueue_notes(submission: Any) -> list[str]:
-    """Where a submission that uses Kueue lets quota and free GPUs differ: Monday Jobs left out
+    """Where a submission that uses Kueue lets quota and free GPUs differ: sweep Jobs left out
     of the queue (their GPUs are invisible to the quota) and a ClusterQueue quota above the
-    cluster's 24 GPUs. Empty when no Job is queued."""
+    cluster's 16 GPUs. Empty when no Job is queued."""
     docs = documents(submission)
     jobs = [d for d in docs if d.get("kind") == "Job"]
     labelled = {f"{(d.get('metadata') or {}).get('namespace') or 'default'}/{(d.get('metadata') or {}).get('name')}"
@@ -217,7 +306,7 @@ def kueue_notes(submission: Any) -> list[str]:
     if not labelled:
         return []
     notes = []
-    outside = [w for w in MONDAY_WORK if w.key not in labelled]
+    outside = [w for w in WORK if w.key not in labelled]
     if outside:
         listed = ", ".join(f"{w.key} ({w.gpus} GPUs)" for w in outside)
         notes.append(f"not in a LocalQueue (no {QUEUE_LABEL} label): {listed}; Kueue counts only queued "
@@ -318,7 +407,7 @@ def pending_messages(submission: Any, until: str = HORIZON) -> dict[str, str]:
     finally:
         lab.close()
     out: dict[str, str] = {}
-    for w in MONDAY_WORK:
+    for w in WORK:
         mine = pods[(pods["namespace"] == w.namespace) & pods["name"].str.startswith(f"{w.name}-")
                     & (pods["phase"] == "Pending")]
         said = [m for m in mine["message"] if isinstance(m, str) and m]
@@ -328,16 +417,16 @@ def pending_messages(submission: Any, until: str = HORIZON) -> dict[str, str]:
 
 
 # ------------------------------------------------------------------ checks
-def check_both_finish(submission: Any, deadline: str = "7h") -> Feedback:
-    """Both training Jobs (and the nightly evaluation) complete, the last by ``deadline``."""
-    c = Checklist(f"{TITLE}: both training Jobs finish by {deadline}",
-                  look="kubectl get pods -A -o wide --field-selector=status.phase=Pending")
+def check_all_finish(submission: Any, deadline: str = "7h") -> Feedback:
+    """Every Job of the sweep completes, the last by ``deadline``."""
+    c = Checklist(f"{TITLE}: every sweep Job finishes by {deadline}",
+                  look="kubectl describe job -n research <job>")
     problems = work_problems(submission)
-    c.require(not problems, "the submission changes Monday's work: " + "; ".join(problems),
-              "the submission still runs Monday's work (same GPUs, durations and submission times)")
+    c.require(not problems, "the submission changes tonight's work: " + "; ".join(problems),
+              "the submission still runs tonight's work (same GPUs, durations and submission times)")
     sim = run(submission)
     jobs = _job_rows(sim)
-    unfinished = [w for w in MONDAY_WORK if (jobs.get(w.key) or {}).get("state") != "Complete"]
+    unfinished = [w for w in WORK if (jobs.get(w.key) or {}).get("state") != "Complete"]
     if unfinished:
         messages = pending_messages(submission)
         reasons = "; ".join(why_unfinished(sim, w, messages) for w in unfinished)
@@ -346,7 +435,7 @@ def check_both_finish(submission: Any, deadline: str = "7h") -> Feedback:
                   f"{_deadlock_note(sim, unfinished)}{notes}")
     else:
         limit = parse_duration(deadline)
-        ends = {w.key: float(jobs[w.key]["finished_at"]) for w in MONDAY_WORK}
+        ends = {w.key: float(jobs[w.key]["finished_at"]) for w in WORK}
         last = max(ends, key=lambda k: ends[k])
         listed = ", ".join(f"{k} at {_hours(ends[k])}" for k in sorted(ends, key=lambda k: ends[k]))
         late = [k for k in ends if ends[k] > limit + 1e-9]
@@ -359,10 +448,10 @@ def check_both_finish(submission: Any, deadline: str = "7h") -> Feedback:
 
 def check_no_stranded(submission: Any, max_gpu_hours: float = 0.0) -> Feedback:
     """At most ``max_gpu_hours`` GPU-hours held by workers that could not make progress."""
-    c = Checklist(f"{TITLE}: no GPU held for nothing", look="kubectl get pods -A -o wide")
+    c = Checklist(f"{TITLE}: no GPU held for nothing", look="kubectl get pods -n research -o wide --watch")
     problems = work_problems(submission)
-    c.require(not problems, "the submission changes Monday's work: " + "; ".join(problems),
-              "the submission still runs Monday's work")
+    c.require(not problems, "the submission changes tonight's work: " + "; ".join(problems),
+              "the submission still runs tonight's work")
     sim = run(submission)
     total = float(sim.metrics["gpu_hours_stranded"])
     parts = []
@@ -377,14 +466,12 @@ def check_no_stranded(submission: Any, max_gpu_hours: float = 0.0) -> Feedback:
         parts.append(f"{w.key} {hours:.4g} ({_plural(len(waited), 'worker')} x {gpus} GPUs waited up to "
                      f"{_hours(longest)} for the rest of the Job)")
     price = _price_per_gpu_hour()
-    money = f", ${total * price:,.0f} at ${price:.2f} per A100-hour" if price else ""
+    money = f", ${total * price:,.0f} at ${price:.2f} per H200-hour" if price else ""
     notes = "".join(f"; {n}" for n in gang_notes(submission) + kueue_notes(submission))
     c.require(total <= max_gpu_hours + 1e-9,
               f"{total:.4g} GPU-hours stranded in {HORIZON} (goal <= {max_gpu_hours:g}){money}: "
               + "; ".join(parts) + notes
-              + ". A worker that starts before the rest of its Job holds GPUs for nothing: admit each Job "
-              "whole (a Kueue ClusterQueue whose nvidia.com/gpu quota is what the cluster really has free, "
-              "with every GPU Job in a LocalQueue) or place it whole (a gang PodGroup, minCount = parallelism)",
+              + ". A worker that starts before the rest of its Job holds its GPUs for nothing while it waits",
               f"{total:.4g} GPU-hours stranded (goal <= {max_gpu_hours:g})")
     return c.done()
 
@@ -392,7 +479,7 @@ def check_no_stranded(submission: Any, max_gpu_hours: float = 0.0) -> Feedback:
 def _price_per_gpu_hour() -> float:
 
     try:
-        return float(get_model("A100-80GB").price_per_hour)
+        return float(get_model(MODEL).price_per_hour)
     except Exception:  # a price is a bonus in the message, never a reason to fail
         return 0.0
 
@@ -402,7 +489,7 @@ def summary(sim) -> dict[str, Any]:
     stranded GPU-hours, makespan (None when something never finished)."""
     jobs = _job_rows(sim)
     out: dict[str, Any] = {}
-    for w in MONDAY_WORK:
+    for w in WORK:
         j = jobs.get(w.key) or {}
         fin = j.get("finished_at")
         out[w.key] = {"state": j.get("state", "missing"),
