@@ -111,8 +111,8 @@ def _lab04():
 
 
 def _lab02():
-    services = [gpu_lab.gpus.Service("summarize", 34, 3, 2), gpu_lab.gpus.Service("chat", 18, 2, 4)]
-    return labs.lab02.check_fleet, (_sim(str(SCENARIOS / "02_inference_fleet.yaml")), services)
+    services = [gpu_lab.gpus.Service("translate", 10, 2, 2), gpu_lab.gpus.Service("rerank", 5, None, 4)]
+    return labs.lab02.check_fleet, (_sim(str(SCENARIOS / "02_a100_migration.yaml")), services)
 
 
 TODAY = {

@@ -1,9 +1,11 @@
-"""Lab 02 checks: serve an inference fleet on half the GPUs with MIG.
+"""Lab 02 checks: a fleet moved to A100-40GB nodes, pending on H100 MIG names.
 
-The task (``solutions/02_mig_fleet.ipynb``): an inference fleet runs one whole H100 per
-replica (14 pods on two 8-GPU nodes) although every model needs far less memory. Serve
-the same services, every replica in its own MIG instance big enough for its model, with
-no pod pending, tying up at most half as many GPUs (7).
+The task (``solutions/02_mig_fleet.ipynb``, ticket in ``lessons/scenarios/02_a100_migration.yaml``):
+four inference services moved from the H100 cluster to the research cluster's two nodes of
+8 A100-40GB. Their Deployments still ask for the H100 MIG resources, and the pool still runs
+an ``all-1g.5gb`` layout under the single strategy, so every replica pends. Serve every
+replica in its own MIG instance big enough for its model, with no pod pending, and keep at
+least half of the cluster's GPUs whole (MIG off, ``nvidia.com/gpu``) for training.
 
 "GPUs tied up" counts, per node, every GPU with MIG enabled (its instances serve only
 MIG requests, used or not) plus every whole GPU a pod holds. It is read from what the
@@ -30,7 +32,7 @@ from typing import Any
 
 import pandas as pd
 
-from ...gpus import MigPlan, get_model, mig_capable_models, models, plan_mig, smallest_mig_profile
+from ...gpus import MigPlan, get_model, mig_capable_models, models, plan_mig
 from ...gpus import mig_profiles as _mig_profiles
 from .feedback import Checklist, Feedback
 
@@ -38,20 +40,24 @@ TITLE = "Lab 02"
 
 HINTS = (
     "Start from what pends and why: `kubectl get pods --field-selector=status.phase=Pending` and "
-    "`kubectl describe pod <pod>`; then what each node advertises: `kubectl describe node h100-0` "
-    "(Allocatable, and the nvidia.com/mig-* resources once MIG is on).",
-    "Each service needs the smallest MIG profile with enough memory and compute slices "
-    "(gpu_lab.gpus.smallest_mig_profile). A GPU is tied up as soon as MIG is enabled on it, used or not: "
-    "fit the instances of one node onto as few GPUs as the slice rules allow (gpu_lab.gpus.validate_mig_layout).",
-    "The device plugin must expose each profile as its own resource (migStrategy: mixed), and each "
-    "Deployment must ask for one instance of its profile (nvidia.com/mig-<profile>: 1) instead of nvidia.com/gpu. "
-    "`kubectl get node h100-0 -o jsonpath='{.status.allocatable}'` shows what the layout offers.",
-    "The answer: per node, GPU 0 with {3g.40gb: 1, 2g.20gb: 1, 1g.20gb: 1} and GPU 1 with "
-    "{2g.20gb: 1, 1g.10gb: 3}, GPUs 2-7 with MIG disabled, in the NodePool's mig.migParted config, "
-    "devicePlugin flags migStrategy: mixed; each Deployment's limit nvidia.com/mig-<its smallest profile>: 1. "
-    "That ties up 4 GPUs.",
+    "`kubectl describe pod <pod>` name the resource each replica asks for; `kubectl describe node a100-0` "
+    "shows what the node advertises (Capacity, and the labels nvidia.com/gpu.product, nvidia.com/mig.strategy). "
+    "A resource name no node advertises pends forever, whatever the free memory.",
+    "These are not the lesson's GPUs: an A100-40GB has its own profiles (gpu_lab.gpus.mig_profiles(MODEL)), "
+    "and a profile's name rounds its memory in GB while the services' needs are GiB, as nvidia-smi shows: "
+    "compare memory_gib, not the name. Under the single strategy every GPU of the node has MIG on and its "
+    "instances are advertised as nvidia.com/gpu, so no GPU stays whole.",
+    "Whole GPUs next to MIG GPUs need migStrategy: mixed (each profile is then nvidia.com/mig-<profile>, "
+    "MIG-disabled GPUs stay nvidia.com/gpu) and a mig-parted config that names the GPU indexes to partition "
+    "(devices: [...]); a predefined config partitions every GPU. Check each GPU's layout with "
+    "gpu_lab.gpus.validate_mig_layout(MODEL, {...}): the slices start at fixed places. On a live cluster the "
+    "relabel restarts the device plugin and evicts the node's GPU pods: drain first.",
+    "The answer: translate 3g.20gb, guard 4g.20gb, rerank 1g.10gb (1g.5gb is 4.75 GiB < 5), ocr 1g.5gb. "
+    "Per node, GPU 0 {4g.20gb: 1, 3g.20gb: 1} and GPU 1 {1g.10gb: 2, 1g.5gb: 2}, GPUs 2-7 mig-enabled: false, "
+    "in the NodePool's mig.migParted config with devicePlugin flags migStrategy: mixed; each Deployment's "
+    "limit nvidia.com/mig-<its profile>: 1. That ties up 4 of 16 GPUs.",
 )
-GPU_MODEL = "H100-80GB"
+GPU_MODEL = "A100-40GB"
 HOURS_PER_MONTH = 730
 WHOLE = "nvidia.com/gpu"
 MIG_PREFIX = "nvidia.com/mig-"
@@ -257,19 +263,12 @@ def _s(n: int, word: str, plural: str | None = None) -> str:
 def _too_small(s, sl: dict) -> str | None:
     """Why the slice ``sl`` cannot hold service ``s``, or None."""
     if sl["gib"] is not None and sl["gib"] + 1e-9 < s.memory_gb:
-        return (f"the MIG profile you chose for {s.name} ({sl['profile']}) has {sl['gib']:.2f} GiB, "
-                f"the model needs {s.memory_gb:g} GiB")
+        return (f"the MIG profile you chose for {s.name} ({sl['profile']}) has {sl['gib']:.2f} GiB "
+                f"(`nvidia-smi` memory), the model needs {s.memory_gb:g} GiB")
     if s.compute_slices and sl["compute"] is not None and sl["compute"] < s.compute_slices:
         return (f"the MIG profile you chose for {s.name} ({sl['profile']}) has "
                 f"{_s(sl['compute'], 'compute slice')}, {s.name} needs {s.compute_slices}")
     return None
-
-
-def _suggest(s, model: str) -> str:
-    p = smallest_mig_profile(model, s.memory_gb, s.compute_slices)
-    if p is None:
-        return f"no {model} MIG profile holds {s.memory_gb:g} GiB: give it a whole GPU"
-    return f"the smallest {model} profile that holds it is {p.name} ({p.memory_gib:.2f} GiB)"
 
 
 def _cluster_model(doc: dict) -> str:
@@ -284,9 +283,7 @@ def _pending_reason(resource: str, doc: dict) -> str:
     cap = sum(_int((n.get("capacity") or {}).get(resource)) for n in _nodes(doc).values())
     used = sum(_int((n.get("requested") or {}).get(resource)) for n in _nodes(doc).values())
     if resource.startswith(MIG_PREFIX) and cap == 0:
-        profile = resource.removeprefix(MIG_PREFIX)
-        return (f"no node advertises {resource}: put {profile} instances in a node's MIG config "
-                "(with migStrategy: mixed, which advertises each profile as nvidia.com/mig-<profile>)")
+        return f"no node advertises {resource}"
     if cap == 0:
         return f"no node advertises {resource}"
     return f"the nodes offer {cap} {resource} in all and {used} are taken"
@@ -344,7 +341,7 @@ def _requirements(c: Checklist, lab, services, doc: dict) -> dict[str, Any]:
                            f"so its pods are called {s.name}-...)")
         elif len(mine) < s.replicas:
             missing.append(f"{s.name}: only {_s(len(mine), 'pod')} exist{'s' if len(mine) == 1 else ''}, "
-                           f"{running} running; set replicas: {s.replicas}")
+                           f"{running} running, of {s.replicas} replicas the service needs")
         else:
             missing.append(f"{s.name}: {running} of {s.replicas} replicas running")
     total = sum(s.replicas for s in services)
@@ -361,9 +358,10 @@ def _requirements(c: Checklist, lab, services, doc: dict) -> dict[str, Any]:
         if sl["problem"]:
             why = sl["problem"]
         elif sl["gib"] is None:
-            why = f"{sl['resource']} is no MIG profile of the cluster's GPUs ({model}); {_suggest(s, model)}"
+            why = (f"{sl['resource']} is no MIG profile of the cluster's GPUs ({model}), so nothing "
+                   "will ever hold this replica")
         else:
-            why = f"{_too_small(s, sl)}; {_suggest(s, model)}"
+            why = f"{_too_small(s, sl)}"
         small.append(f"{_s(n, s.name + ' replica')}: {why}")
     fail = ("a replica's GPU slice cannot hold its model: " + "; ".join(small) if reps
             else "no replica of the services exists yet, so there is no GPU slice to check")
@@ -385,32 +383,34 @@ def _usage_text(usage: pd.DataFrame) -> str:
     return "; ".join(parts)
 
 
-def check_fleet(lab, services, *, max_gpus: int | None = None) -> Feedback:
+def _first_node(doc: dict) -> str:
+    """The first GPU node: ``kubectl describe node`` on it shows its resources and MIG labels."""
+    names = [name for name, n in _nodes(doc).items() if _int(_label(n, "nvidia.com/gpu.count", "0"))]
+    return names[0] if names else "<node>"
+
+
+def check_fleet(lab, services, *, min_whole: int | None = None) -> Feedback:
     """The lab's goal: every replica of every service runs in a MIG slice that holds its
-    model, no pod pends, and the fleet ties up at most ``max_gpus`` GPUs (default: half
-    of one whole GPU per replica, rounded down: 7 for 14 replicas)."""
+    model, no pod pends, and at least ``min_whole`` GPUs stay whole and free for training
+    (default: half of the cluster's GPUs, as ``nvidia.com/gpu.count`` counts them)."""
     services = list(services)
-    c = Checklist(f"{TITLE}: serve the fleet on at most half the GPUs",
-                  look="kubectl describe node h100-0")
     doc = lab.to_dict()
-    limit = max_gpus if max_gpus is not None else sum(s.replicas for s in services) // 2
+    c = Checklist(f"{TITLE}: the migrated services run, half the GPUs stay whole",
+                  look=f"kubectl describe node {_first_node(doc)}")
     _requirements(c, lab, services, doc)
     usage = fleet_usage(lab)
     tied, total = int(usage["tied_up"].sum()), int(usage["gpus"].sum())
-    hint = ""
-    wasted = usage[(usage["mig_enabled"] > 0) & (usage["mig_instances_used"] < usage["mig_instances"])]
-    if not wasted.empty:
-        r = wasted.iloc[0]
-        hint = (f". {r['node']} has {r['mig_enabled']} MIG-enabled GPUs but uses only "
-                f"{r['mig_instances_used']} of its {r['mig_instances']} instances: a predefined config "
-                "(all-balanced, all-3g.40gb, ...) partitions every GPU of the node; list GPU indexes "
-                "in a mig-parted config (devices: [0, 1]) to partition only some, and leave the rest "
-                "with mig-enabled: false")
-    c.require(total > 0 and tied <= limit,
-              (f"the fleet ties up {tied} GPUs, the goal is at most {limit}: " + _usage_text(usage) + hint)
-              if total else "no GPU node found: apply the NodePools first",
-              f"the fleet ties up {tied} GPUs (goal: at most {limit}); {total - tied} of {total} "
-              "GPUs stay whole and free for other work")
+    free = int(usage["whole_gpus_free"].sum())
+    need = min_whole if min_whole is not None else total // 2
+    if not total:
+        c.require(False, "no GPU node found: the NodePool is not applied", "")
+    else:
+        c.require(free >= need,
+                  f"only {_s(free, 'GPU')} of {total} stay whole and free for training (advertised as "
+                  f"{WHOLE}, MIG off, no pod on it); the goal is at least {need}. The fleet ties up "
+                  f"{tied}: " + _usage_text(usage),
+                  f"{free} of {total} GPUs stay whole and free for training (goal: at least {need}); "
+                  f"the services tie up {tied}")
     return c.done()
 
 
@@ -418,9 +418,8 @@ def check_cost(lab, services, *, model: str | None = None) -> Feedback:
     """Stretch goal: tie up no more GPUs than ``gpu_lab.gpus.plan_mig`` needs for the services,
     with the monthly bill from the catalog's reference price."""
     services = list(services)
-    c = Checklist(f"{TITLE} stretch: as few GPUs as the planner",
-                  look="kubectl describe node h100-0")
     doc = lab.to_dict()
+    c = Checklist(f"{TITLE} stretch: as few GPUs as the planner", look=f"kubectl describe node {_first_node(doc)}")
     measured = _requirements(c, lab, services, doc)
     gpu = get_model(model or measured["model"])
     plan: MigPlan = plan_mig(services, gpu.name)
@@ -433,8 +432,7 @@ def check_cost(lab, services, *, model: str | None = None) -> Feedback:
              f"({gpu.price_source}); one whole GPU per replica: ${whole:,.0f}/month")
     c.require(tied <= plan.gpu_count,
               f"the fleet ties up {tied} GPUs; plan_mig fits these services on {plan.gpu_count} "
-              f"(${best:,.0f}/month): {money}. Its layouts: "
-              + "; ".join(f"GPU {g.index}: {g.placement if g.placement else 'whole'}" for g in plan.gpus),
+              f"(${best:,.0f}/month): {money}. Per node: " + _usage_text(usage),
               f"{tied} GPUs, as few as the planner's {plan.gpu_count}: {money}, "
               f"saving ${whole - month:,.0f}/month")
     return c.done()
