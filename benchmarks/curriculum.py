@@ -22,6 +22,8 @@ import nbformat
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 
+from gpu_lab.edition import kernel_config  # IPC kernels, as gpu-lab starts them everywhere
+
 ROOT = Path(__file__).resolve().parents[1]
 # The kernel's own peak (VmHWM); ru_maxrss would also count this process's size at fork.
 PEAK_RSS = "print(next(l.split()[1] for l in open('/proc/self/status') if l.startswith('VmHWM:')))"
@@ -30,7 +32,7 @@ PEAK_RSS = "print(next(l.split()[1] for l in open('/proc/self/status') if l.star
 def run(path: Path, expect_stub: bool) -> dict:
     nb = nbformat.read(path, as_version=4)
     nb.cells.append(nbformat.v4.new_code_cell(PEAK_RSS))
-    client = NotebookClient(nb, timeout=300, kernel_name="python3",
+    client = NotebookClient(nb, timeout=300, kernel_name="python3", config=kernel_config(),
                             resources={"metadata": {"path": str(path.parent)}},
                             allow_errors=expect_stub)
     t0 = time.perf_counter()
