@@ -1,20 +1,19 @@
-"""Lab 05 checks: cut the GPU nodes a fleet keeps busy by choosing scheduler profiles.
+"""Lab 05 checks: make room for a new service, keep every service zone-safe, cut the bill.
 
-The lab's fleet file (``lessons/scenarios/05_lab_fleet.yaml``) holds node pools and
-the workload: inference Deployments pinned to the L4 pool, web Deployments, training
-Jobs. The learner keeps the workload and changes only the scheduler's configuration
-(profiles and each workload's ``schedulerName``). Each check takes the learner's
-session and the fleet file; the baseline is the same file scheduled by the default
-profile on the simulator, computed here so that nobody has to trust a number typed
-into the notebook.
+The lab's fleet file (``lessons/scenarios/05_lab_fleet.yaml``) holds node pools spread over
+three zones and the workload: inference Deployments pinned to the L40S pool (among them the
+new ``llama-70b-api``, 4 GPUs per replica), batch embedding Jobs on L40S, fine-tuning Jobs on
+H200 and web Deployments. The learner keeps the workload and changes only the scheduler's
+configuration (profiles and each team's ``schedulerName``). Each check takes the learner's
+session and the fleet file; the baseline is the same file scheduled by the default profile
+on the simulator, computed here so that nobody has to trust a number typed into the notebook.
 
-Only the public API is used: ``gpu_lab.connect``, ``Session.pods()/nodes()`` and
-``gpu_lab.charts.fleet_cost`` (GPU nodes holding a running pod, and their price).
+Only the public API is used: ``gpu_lab.connect``, ``Session.pods()/nodes()/describe_node()``
+and ``gpu_lab.charts.fleet_cost`` (GPU nodes holding a running pod, and their price).
 """
 
 from __future__ import annotations
 
-import math
 import os
 from functools import lru_cache
 from typing import Any
@@ -28,23 +27,30 @@ from .feedback import Checklist, Feedback
 TITLE = "Lab 05"
 
 HINTS = (
-    "Start with what pends and where the GPUs went: `kubectl get pods -A --field-selector=status.phase=Pending`, "
-    "then `kubectl get pods -A -o wide` grouped by node: how many GPU nodes hold only a pod or two?",
-    "The default profile prefers the emptiest node (LeastAllocated over cpu and memory), so every team's pods "
-    "spread over every node. Training wants packing; inference wants its replicas apart but different "
-    "services on the same nodes. One profile cannot do both: a KubeSchedulerConfiguration may hold several "
-    "profiles, picked by each pod's schedulerName.",
-    "Spreading of one Deployment's replicas comes from PodTopologySpread's system-default constraints "
-    "(defaultingType: System); packing from NodeResourcesFit's MostAllocated over nvidia.com/gpu. Keep the "
-    "first where replicas must stay apart, drop it where you pack. `kubectl get pods -n inference -o wide` "
-    "shows whether two replicas share a node.",
-    "The answer: profile default-scheduler with NodeResourcesFit MostAllocated over nvidia.com/gpu (weight 1), "
-    "system-default spreading kept, for inference and web; profile gpu-packing with the same scoring and "
-    "PodTopologySpread defaultingType: List, for training (SCHEDULER_FOR = {training: gpu-packing, "
-    "inference: default-scheduler, web: default-scheduler}).",
+    "Start with what pends: `kubectl get pods -A --field-selector=status.phase=Pending`, then "
+    "`kubectl describe pod <a llama-70b-api pod>`: it wants 4 L40S GPUs on one node. How many L40S nodes "
+    "have 4 free? `kubectl describe nodes -l nvidia.com/gpu.product=NVIDIA-L40S` (Allocated resources) "
+    "shows each node's GPUs in use.",
+    "The default profile prefers the emptiest node (LeastAllocated over cpu and memory), so the 1-GPU "
+    "replicas land one or two per L40S node and no node keeps 4 GPUs free: the L40S pool must pack as well "
+    "as the training pool. But packing also moves replicas between zones: the system-default spreading "
+    "(maxSkew 5 per zone, ScheduleAnyway) is only a score, and `kubectl get pods -o wide` with "
+    "`kubectl get nodes -L topology.kubernetes.io/zone` shows where each replica went.",
+    "A rule over every Deployment that nobody writes into the Deployments is a cluster-level default: "
+    "PodTopologySpread's args in a profile take defaultingType: List and defaultConstraints, applied to "
+    "every pod without constraints of its own, over the pods of the same ReplicaSet or Service. "
+    "whenUnsatisfiable: DoNotSchedule makes a constraint a filter, not a score. Jobs get no default "
+    "spreading, so a training profile need not change them.",
+    "The answer: profile default-scheduler with NodeResourcesFit MostAllocated over nvidia.com/gpu (weight 1) "
+    "and PodTopologySpread {defaultingType: List, defaultConstraints: [{maxSkew: 1, topologyKey: "
+    "topology.kubernetes.io/zone, whenUnsatisfiable: DoNotSchedule}]}, for inference and web; profile "
+    "gpu-packing with the same scoring and PodTopologySpread defaultingType: List, for training and batch "
+    "(SCHEDULER_FOR = {training: gpu-packing, batch: gpu-packing, inference: default-scheduler, "
+    "web: default-scheduler}).",
 )
-GOAL_CUT = 0.25  # at least this share of the baseline's busy GPU nodes must go
-INFERENCE_POOL = "l4"
+GOAL_CUT = 0.20  # at least this share of the baseline's monthly bill for GPU nodes in use must go
+INFERENCE_POOL = "l40s"
+ZONE_LABEL = "topology.kubernetes.io/zone"
 INFERENCE_TEAM = "inference"
 WORKLOAD_KINDS = ("Deployment", "Job", "ReplicaSet", "Pod")
 
@@ -161,69 +167,101 @@ def check_scheduled(lab: Any, fleet: str) -> Feedback:
     return c.done()
 
 
-def check_inference(lab: Any, fleet: str) -> Feedback:
-    """Inference stays on the L4 pool, no node holds two replicas of one inference Deployment,
-    and inference services share L4 nodes (fewer L4 nodes in use than the default profile)."""
-    c = Checklist(f"{TITLE}: inference on L4, one replica per node, fewer L4 nodes",
-                  look="kubectl get pods -n inference -o wide")
+def zones(lab: Any) -> dict[str, str]:
+    """``{node: zone}`` from each node's ``topology.kubernetes.io/zone`` label (nodes without one left out)."""
+    nodes = lab.nodes()
+    out = {}
+    for name in ([] if nodes.empty else nodes["name"]):
+        zone = lab.describe_node(name).labels.get(ZONE_LABEL)
+        if zone:
+            out[str(name)] = zone
+    return out
+
+
+def _spread(counts: dict[str, int], domains: list[str]) -> str:
+    return ", ".join(f"{counts.get(z, 0)} in {z}" for z in domains)
+
+
+def check_zones(lab: Any, fleet: str) -> Feedback:
+    """Every inference replica runs, on the L40S pool, and each inference Deployment's replicas
+    differ by at most one between the pool's zones: one zone's outage takes at most its share."""
+    c = Checklist(f"{TITLE}: inference on L40S, each service spread evenly over the zones",
+                  look="kubectl get pods -A -o wide -l team=inference")
     asked = workloads(fleet)
-    serving = {w for w, i in asked.items() if i["team"] == INFERENCE_TEAM}
+    serving = {w for w, i in asked.items() if i["team"] == INFERENCE_TEAM and i["kind"] == "Deployment"}
     pods = lab.pods()
     nodes = lab.nodes()
     pool = dict(zip(nodes["name"], nodes["pool"])) if not nodes.empty else {}
-    rows = [(owner(n, serving), n, node) for n, node in zip(pods["name"], pods["node"])]
-    rows = [(w, n, node) for w, n, node in rows if w is not None and isinstance(node, str)]
-    c.require(bool(rows), "no inference pod is running: apply the fleet file and call lab.schedule()",
-              f"{len(rows)} inference pods running")
+    owned = [(owner(n, serving), n, node) for n, node in zip(pods["name"], pods["node"])]
+    rows: list[tuple[str, str, str]] = [(w, n, node) for w, n, node in owned
+                                        if w is not None and isinstance(node, str)]
+    running: dict[str, int] = {}
+    for w, _, _ in rows:
+        running[w] = running.get(w, 0) + 1
+    short = [(w, running.get(w, 0), asked[w]["pods"]) for w in sorted(serving)
+             if running.get(w, 0) < asked[w]["pods"]]
+    c.require(bool(rows) and not short,
+              "no inference pod is running: apply the fleet file and call lab.schedule()" if not rows else
+              "a service is zone-safe only when all its replicas run: "
+              + "; ".join(f"{w} runs {n} of its {want} replicas" for w, n, want in short[:3])
+              + (f" (and {len(short) - 3} more)" if len(short) > 3 else ""),
+              f"all {len(rows)} replicas of the {len(serving)} inference services running")
     elsewhere = [(n, node) for _, n, node in rows if pool.get(node) != INFERENCE_POOL]
     c.require(not elsewhere,
               f"inference pods must stay on the {INFERENCE_POOL} pool: {len(elsewhere)} run elsewhere, "
               + (f"e.g. {elsewhere[0][0]} on {elsewhere[0][1]} (pool {pool.get(elsewhere[0][1])})"
                  if elsewhere else ""),
               f"every inference pod runs on the {INFERENCE_POOL} pool")
-    per_node: dict[tuple[str | None, str], int] = {}
+    zone_of = zones(lab)
+    domains = sorted({z for node, z in zone_of.items() if pool.get(node) == INFERENCE_POOL})
+    per: dict[str, dict[str, int]] = {}
     for w, _, node in rows:
-        per_node[(w, node)] = per_node.get((w, node), 0) + 1
-    doubled = sorted(((k, v) for k, v in per_node.items() if v > 1), key=lambda kv: -kv[1])
-    if doubled:
-        (w, node), v = doubled[0]
-        fail = (f"a node failure may take down only one replica of a Deployment: {node} holds {v} "
-                f"replicas of {w}" + (f" ({len(doubled) - 1} more node/Deployment pairs hold 2 or more)"
-                                      if len(doubled) > 1 else ""))
+        if node in zone_of:
+            per.setdefault(w, {}).setdefault(zone_of[node], 0)
+            per[w][zone_of[node]] += 1
+    uneven = []
+    for w in sorted(per):
+        counts = [per[w].get(z, 0) for z in domains]
+        if counts and max(counts) - min(counts) > 1:
+            worst = domains[counts.index(max(counts))]
+            uneven.append((max(counts) - min(counts), w, counts, worst))
+    uneven.sort(key=lambda u: (-u[0], u[1]))
+    if uneven:
+        _, w, counts, worst = uneven[0]
+        total = sum(counts)
+        fail = (f"a zone outage may take only its share of a service (zones differ by at most one replica): "
+                f"{w} has {_spread(per[w], domains)}; losing {worst} takes {max(counts)} of its {total} "
+                f"replicas" + (f" ({len(uneven) - 1} more service(s) uneven: "
+                               + ", ".join(u[1] for u in uneven[1:4]) + ("..." if len(uneven) > 4 else "") + ")"
+                               if len(uneven) > 1 else "")
+                + f" (`kubectl get pods -o wide -l app={w}` and `kubectl get nodes -L {ZONE_LABEL}` show it)")
     else:
         fail = ""
-    c.require(not doubled, fail, "no node holds two replicas of one inference Deployment")
-    before = baseline(fleet)["pools"].get(INFERENCE_POOL, 0)
-    now = busy_gpu_nodes(lab).get(INFERENCE_POOL, 0)
-    c.require(
-        now < before,
-        f"inference services must share {INFERENCE_POOL} nodes: {now} {INFERENCE_POOL} nodes hold pods, "
-        f"today {before}; even with every training node packed, the GPU-node goal cannot be met "
-        f"while inference keeps that many {INFERENCE_POOL} nodes busy",
-        f"{INFERENCE_POOL} nodes in use: {before} -> {now}")
+    c.require(bool(per) and not uneven, fail or "no inference pod runs on a node with a zone label",
+              f"each of the {len(per)} inference services differs by at most one replica between "
+              f"{', '.join(domains)}")
     return c.done()
 
 
 def check_savings(lab: Any, fleet: str, *, cut: float = GOAL_CUT) -> Feedback:
-    """At least ``cut`` fewer GPU nodes holding pods than the default profile, and what it saves."""
+    """The monthly bill for GPU nodes holding a pod at least ``cut`` below the default profile's."""
 
-    c = Checklist(f"{TITLE}: fewer GPU nodes in use", look="kubectl get pods -A -o wide")
+    c = Checklist(f"{TITLE}: a smaller GPU bill", look="kubectl get pods -A -o wide")
     base = baseline(fleet)
     row = fleet_cost({"yours": lab}).iloc[0]
-    nodes, dollars = int(row["nodes"]), float(row["dollars_per_month"])
-    limit = math.floor(base["nodes"] * (1 - cut))
-    achieved = 1 - nodes / base["nodes"] if base["nodes"] else 0.0
+    dollars = float(row["dollars_per_month"])
+    limit = base["dollars_per_month"] * (1 - cut)
+    achieved = 1 - dollars / base["dollars_per_month"] if base["dollars_per_month"] else 0.0
     pending = int(lab.pods()["node"].isna().sum())
     c.require(pending == 0,
               f"{pending} pod(s) pending: a fleet that leaves work waiting saves nothing "
               "(see the first check)", "no pod pending")
-    c.require(nodes <= limit,
-              f"GPU nodes in use: {base['nodes']} -> {nodes}, a {achieved:.0%} cut; the goal is "
-              f">= {cut:.0%} (<= {limit} nodes)",
-              f"GPU nodes in use: {base['nodes']} -> {nodes}, a {achieved:.0%} cut (goal >= {cut:.0%})")
-    saved = base["dollars_per_month"] - dollars
-    c.require(saved > 0,
-              f"$ per month: ${base['dollars_per_month']:,.0f} -> ${dollars:,.0f}: nothing saved",
-              f"$ per month for GPU nodes in use: ${base['dollars_per_month']:,.0f} -> ${dollars:,.0f} "
-              f"(saves ${saved:,.0f}, {saved / base['dollars_per_month']:.0%})")
+    now = busy_gpu_nodes(lab)
+    pools = ", ".join(f"{p} {n} -> {now.get(p, 0)}" for p, n in sorted(base["pools"].items()))
+    c.require(dollars <= limit,
+              f"$ per month for GPU nodes in use: ${base['dollars_per_month']:,.0f} -> ${dollars:,.0f}, "
+              f"a {achieved:.0%} cut; the goal is >= {cut:.0%} (<= ${limit:,.0f}). GPU nodes in use per "
+              f"pool: {pools}",
+              f"$ per month for GPU nodes in use: ${base['dollars_per_month']:,.0f} -> ${dollars:,.0f}, "
+              f"a {achieved:.0%} cut (goal >= {cut:.0%}); GPU nodes in use per pool: {pools}")
     return c.done()

@@ -65,6 +65,34 @@ spec:
   gpu: {model: H200-141GB, count: 8}
 """
 
+# One sweep Job as the research team's pipeline writes it; SWEEP holds three of them.
+_SWEEP_JOB = """\
+---
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: {name}
+  namespace: research
+  annotations:
+    gpulab.dev/rendezvous: "true"
+    gpulab.dev/rendezvous-timeout: 10m
+{submit_at}spec:
+  parallelism: 3
+  completions: 3
+  backoffLimit: 4
+  template:
+    metadata:
+      annotations:
+        gpulab.dev/duration: {duration}
+    spec:
+      restartPolicy: Never
+      containers:
+      - name: worker
+        image: sweep-trainer:1.2     # torchrun --nnodes=3 --nproc-per-node=4
+        resources:
+          limits: {{nvidia.com/gpu: 4}}
+"""
+
 # Tonight's submission, exactly as the research team's pipeline applies it.
 SWEEP = """\
 # Lab 07: the research team's nightly sweep on the 16-GPU H200 cluster
@@ -74,80 +102,11 @@ SWEEP = """\
 apiVersion: v1
 kind: Namespace
 metadata: {name: research}
----
-apiVersion: batch/v1
-kind: Job
-metadata:
-  name: sweep-lr
-  namespace: research
-  annotations:
-    gpulab.dev/rendezvous: "true"
-    gpulab.dev/rendezvous-timeout: 10m
-spec:
-  parallelism: 3
-  completions: 3
-  backoffLimit: 4
-  template:
-    metadata:
-      annotations:
-        gpulab.dev/duration: 3h
-    spec:
-      restartPolicy: Never
-      containers:
-      - name: worker
-        image: sweep-trainer:1.2     # torchrun --nnodes=3 --nproc-per-node=4
-        resources:
-          limits: {nvidia.com/gpu: 4}
----
-apiVersion: batch/v1
-kind: Job
-metadata:
-  name: sweep-wd
-  namespace: research
-  annotations:
-    gpulab.dev/rendezvous: "true"
-    gpulab.dev/rendezvous-timeout: 10m
-spec:
-  parallelism: 3
-  completions: 3
-  backoffLimit: 4
-  template:
-    metadata:
-      annotations:
-        gpulab.dev/duration: 2h
-    spec:
-      restartPolicy: Never
-      containers:
-      - name: worker
-        image: sweep-trainer:1.2     # torchrun --nnodes=3 --nproc-per-node=4
-        resources:
-          limits: {nvidia.com/gpu: 4}
----
-apiVersion: batch/v1
-kind: Job
-metadata:
-  name: sweep-bs
-  namespace: research
-  annotations:
-    gpulab.dev/rendezvous: "true"
-    gpulab.dev/rendezvous-timeout: 10m
-    gpulab.dev/submit-at: 5m
-spec:
-  parallelism: 3
-  completions: 3
-  backoffLimit: 4
-  template:
-    metadata:
-      annotations:
-        gpulab.dev/duration: 90m
-    spec:
-      restartPolicy: Never
-      containers:
-      - name: worker
-        image: sweep-trainer:1.2     # torchrun --nnodes=3 --nproc-per-node=4
-        resources:
-          limits: {nvidia.com/gpu: 4}
-"""
+""" + "".join(_SWEEP_JOB.format(name=name, duration=duration, submit_at=submit_at)
+              for name, duration, submit_at in (
+                  ("sweep-lr", "3h", ""),
+                  ("sweep-wd", "2h", ""),
+                  ("sweep-bs", "90m", "    gpulab.dev/submit-at: 5m\n")))
 
 # The cluster is fixed: a submission may not bring capacity of its own.
 HARDWARE_KINDS = ("NodePool", "Node")
