@@ -24,7 +24,7 @@ from .kubectl.real import Target, run_kubectl
 from .tables import NodeRow, PodRow, document, nodes_frame, pods_frame
 
 CONTRACT = ("apply", "schedule", "pods", "nodes", "explain", "reset", "describe_node", "kill_plugin",
-            "restart_plugin", "label_node", "cordon", "advance", "delete", "close", "to_dict", "now",
+            "restart_plugin", "fail_device", "heal_device", "label_node", "cordon", "advance", "delete", "close", "to_dict", "now",
             "timeline", "jobs", "autoscaler_events", "events", "kubectl")
 
 Source = str | Path | dict | list
@@ -91,6 +91,15 @@ class Session(abc.ABC):
     def restart_plugin(self, node: str) -> None:
         """The device plugin comes back and re-registers its devices."""
         raise self._unsupported("restart_plugin", "gpu-lab does not run this cluster's device plugins")
+
+    def fail_device(self, node: str, index: int, reason: str = "Xid 79") -> None:
+        """GPU ``index`` of the node fails (an Xid error): the device plugin reports its devices
+        Unhealthy, allocatable drops by them, capacity stays; the pod using it is not evicted."""
+        raise self._unsupported("fail_device", "gpu-lab does not run this cluster's device plugins")
+
+    def heal_device(self, node: str, index: int) -> None:
+        """GPU ``index`` of the node is healthy again: allocatable comes back."""
+        raise self._unsupported("heal_device", "gpu-lab does not run this cluster's device plugins")
 
     def label_node(self, node: str, labels: dict[str, str | None], *, evict: bool = False) -> list[str]:
         """``kubectl label node``; ``nvidia.com/mig.config`` repartitions MIG GPUs."""

@@ -24,6 +24,8 @@ import pandas as pd
 
 from ..collector import collector_paused
 from ..errors import GpuLabError
+from ..kubelet import gpuhealth
+from ..kubelet.gpuhealth import DEFAULT_REASON
 from ..model import arguments as args
 from ..model.documents import load_documents
 from ..model.duration import DURATION_ANNOTATION, parse_duration  # noqa: F401 - tests import them here
@@ -166,6 +168,28 @@ class SimSession(Session):
         self._check_node(node, "restart_plugin")
         self._log("restart_plugin", node)
         self._sim.kubelets.restart_plugin(node)
+        self._sim.settle()
+
+    def fail_device(self, node: str, index: int, reason: str = DEFAULT_REASON) -> None:
+        """GPU ``index`` of the node fails (``reason``, e.g. "Xid 79", as the plugin would log
+        it): its devices (replicas and MIG devices included) turn Unhealthy, allocatable drops
+        by them, capacity stays. The pod holding it keeps running: the kubelet evicts nothing
+        for a device's health. New pods no longer get it until ``heal_device``."""
+        self._check_node(node, "fail_device")
+        index = gpuhealth.check_index(node, gpuhealth.gpu_count(self._sim.cluster.nodes[node]), index,
+                                      "fail_device")
+        reason = gpuhealth.check_reason(reason, "fail_device")
+        self._log("fail_device", node, index, reason)
+        self._sim.kubelets.set_gpu_health(node, index, reason)
+        self._sim.settle()
+
+    def heal_device(self, node: str, index: int) -> None:
+        """GPU ``index`` of the node reports Healthy again: allocatable comes back."""
+        self._check_node(node, "heal_device")
+        index = gpuhealth.check_index(node, gpuhealth.gpu_count(self._sim.cluster.nodes[node]), index,
+                                      "heal_device")
+        self._log("heal_device", node, index)
+        self._sim.kubelets.set_gpu_health(node, index, None)
         self._sim.settle()
 
     def cordon(self, node: str, unschedulable: bool = True) -> None:

@@ -536,6 +536,9 @@ class FakeDevicePlugin:
                 wanted[r].update(dict.fromkeys(ids, ok))
             if not hits:
                 log.info("%s line %d ignored: unknown device %s", HEALTH_FILE, n, words[0])
+            elif not ok:  # as NVIDIA's plugin logs an Xid it marks a device unhealthy for
+                why = line.split("#", 1)[1].strip() if "#" in line else "named in the health file"
+                log.info("%s: %s; marking its %d device(s) unhealthy", words[0], why, hits)
         for r, srv in self.servers.items():
             srv.set_health(wanted[r])
 

@@ -337,6 +337,10 @@ class NodeAgent:
         return whether it registered and reported healthy devices within ``timeout``."""
         return self._plugin_of(name).restart_plugin(wait, timeout)
 
+    def set_gpu_health(self, name: str, index: int, reason: str | None, timeout: float = 15.0) -> bool:
+        """GPU ``index`` of node ``name`` fails (``reason``) or heals (None), through its plugin."""
+        return self._plugin_of(name).set_gpu_health(index, reason, timeout)
+
     def allow_mig_eviction(self, name: str, config: str | None) -> None:
         """Let the node's MIG manager evict the pods holding its GPUs to apply ``config``
         (None: to apply nothing), as an operator drains a node before relabelling it."""

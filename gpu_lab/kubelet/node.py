@@ -28,15 +28,21 @@ from pathlib import Path
 import yaml
 
 from ..deviceplugin.config import DevicePluginConfig, parse_config
-from ..deviceplugin.plugin import KUBELET_SOCKET, MAX_SOCKET_PATH, advertised_devices, socket_name
+from ..deviceplugin.plugin import (
+    HEALTH_FILE,
+    KUBELET_SOCKET,
+    MAX_SOCKET_PATH,
+    advertised_devices,
+    socket_name,
+)
 from ..dradriver.resourceslices import DRIVER, PublishedDevice, is_dra_node, published_devices
 from ..errors import GpuLabError, NodeAgentError
-from ..gpus.migparted import resolve
 from ..model.nodepool import MIG_CONFIG_LABEL
 from ..model.objects import Node
 from ..names import stable_uid
 from . import nodestatus as ns
 from .devicemanager import DeviceManager
+from .gpuhealth import gpu_count, gpu_devices, health_file, mig_layouts
 from .migmanager import MigOutcome
 from .pluginprocess import PluginProcess
 from .registration import KubeletServer
@@ -87,6 +93,7 @@ class AgentNode:
         # config the session allowed it to evict GPU pods for, and how its runs ended
         self.mig_seen: str | None = node.labels.get(MIG_CONFIG_LABEL)
         self.mig_evict: str | None = None
+        self.failed_gpus: dict[int, str] = {}  # GPU index -> reason (fail_device/heal_device)
         self.mig_outcome: MigOutcome | None = None
         self.mig_runs = 0
 
@@ -106,7 +113,7 @@ class AgentNode:
             self.config = parse_config(spec.get("devicePlugin"), where)
             offered: dict[str, list[str]] | None = None
             try:
-                self.mig_layouts = _mig_layouts(gpu["model"], int(gpu["count"]), spec.get("mig"))
+                self.mig_layouts = mig_layouts(gpu["model"], int(gpu["count"]), spec.get("mig"))
                 offered = advertised_devices(gpu["model"], gpu["count"], self.config, node.name,
                                              mig_layouts=self.mig_layouts)
             except GpuLabError as err:
@@ -187,7 +194,7 @@ class AgentNode:
         model's, ``kubelet.reconfigure``); the plugin's next start serves its devices. The
         plugin must be stopped (it is restarted by the caller)."""
         gpu = node.raw["nodePool"]["gpu"]
-        layouts = _mig_layouts(gpu["model"], int(gpu["count"]), node.raw["nodePool"].get("mig"))
+        layouts = mig_layouts(gpu["model"], int(gpu["count"]), node.raw["nodePool"].get("mig"))
         offered = advertised_devices(gpu["model"], gpu["count"], self.config, node.name, mig_layouts=layouts)
         if offered != node.devices:  # the plugin and the shared model disagree: a bug, said plainly
             raise NodeAgentError(f"{node.name}: the fake plugin would advertise {_counts(offered)}, "
@@ -229,6 +236,27 @@ class AgentNode:
             if not plugin.alive:
                 return False
         return False
+
+    def set_gpu_health(self, index: int, reason: str | None, timeout: float = 15.0) -> bool:
+        """GPU ``index`` fails (``reason``, e.g. "Xid 79") or heals (None): the plugin's control
+        file lists the failed GPUs and the plugin turns their devices Unhealthy in ListAndWatch.
+        Returns whether the kubelet side saw the change within ``timeout`` (at once when the
+        plugin is down: it reads the file when it starts again)."""
+        kubelet, plugin = self.started()
+        if reason is None:
+            self.failed_gpus.pop(index, None)
+        else:
+            self.failed_gpus[index] = reason
+        path = self.plugin_dir / HEALTH_FILE
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(health_file(self.name, gpu_count(self.node), self.failed_gpus))
+        os.replace(tmp, path)  # the plugin never reads half a file
+        if not plugin.alive:
+            return True
+        want = {r: ids for r, ids in gpu_devices(self.node, index, self.manager.devices).items()}
+        healthy = reason is None
+        return kubelet.wait_for(lambda: all(self.manager.health(r).get(d) == healthy
+                                            for r, ids in want.items() for d in ids), timeout=timeout)
 
     def stop_devices(self) -> None:
         if self.plugin is not None:
@@ -296,15 +324,6 @@ def wait_plugins(nodes: Iterable[AgentNode], deadline: float) -> None:
 
 def _counts(devices: dict[str, list[str]]) -> str:
     return ", ".join(f"{r}={len(ids)}" for r, ids in sorted(devices.items())) or "nothing"
-
-
-def _mig_layouts(model: str, count: int, mig: dict | None):
-    """The pool's per-GPU MIG layouts (``spec.mig``), as the plugin resolves ``--mig-config``."""
-    if not mig:
-        return None
-    if mig.get("migParted") is not None:
-        return resolve(model, count, mig["migParted"], mig.get("config"))
-    return resolve(model, count, mig["config"])
 
 
 def _fixed_devices(node: Node) -> dict[str, list[str]]:

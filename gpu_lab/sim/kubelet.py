@@ -17,6 +17,7 @@ from ..deviceplugin.config import DevicePluginConfig, parse_config
 from ..gpus.labels import gpu_uuids
 from ..kubelet.admission import admit_devices, fit_failure
 from ..kubelet.devicemanager import DeviceManager
+from ..kubelet.gpuhealth import gpu_devices
 from ..model.objects import Node, Pod, is_extended_resource
 from .cluster import Cluster
 from .dra import backend as dra
@@ -64,11 +65,13 @@ class Kubelets:
         self.devices: dict[str, DeviceManager] = {}
         self._plugin_configs: dict[str, DevicePluginConfig] = {}
         self._parsed_configs: dict[tuple, DevicePluginConfig] = {}
+        self.failed_gpus: dict[str, dict[int, str]] = {}  # node -> GPU index -> reason
 
     def start(self, node: Node) -> None:
         """A node joins (or its GPUs were repartitioned): a fresh device manager for what it advertises."""
         self.devices[node.name] = DeviceManager(advertised_devices(node), clock=lambda: self.cluster.now)
         self._plugin_configs.pop(node.name, None)
+        self.failed_gpus.pop(node.name, None)  # a new machine
 
     def replug(self, node: Node) -> None:
         """The MIG manager restarted the node's plugin on a new layout. As on a real kubelet the
@@ -85,6 +88,7 @@ class Kubelets:
             dm.register(resource, None)
             dm.update_devices(resource, ids)
         self._plugin_configs.pop(node.name, None)
+        self._mark_failed(node.name)
         self.sync_status(node.name)
 
     def stop(self, name: str) -> None:
@@ -149,7 +153,32 @@ class Kubelets:
         for resource, ids in advertised_devices(self.cluster.nodes[node]).items():
             dm.register(resource, None)
             dm.update_devices(resource, ids)
+        self._mark_failed(node)  # its first ListAndWatch still reports the failed GPUs
         self.sync_status(node)
+
+    def set_gpu_health(self, node: str, index: int, reason: str | None) -> None:
+        """GPU ``index`` fails (``reason``, e.g. "Xid 79") or heals (None): the plugin reports
+        its devices Unhealthy (or Healthy) and allocatable follows; capacity stays and the pods
+        holding them keep running. While the plugin is down the change waits for its return."""
+        failed = self.failed_gpus.setdefault(node, {})
+        if reason is None:
+            failed.pop(index, None)
+        else:
+            failed[index] = reason
+        dm = self.devices[node]
+        live = {r for r, ep in dm.endpoints().items() if not ep.stopped}
+        for resource, ids in gpu_devices(self.cluster.nodes[node], index, dm.devices).items():
+            if resource in live:
+                for d in ids:
+                    dm.set_health(resource, d, reason is None)
+        self.sync_status(node)
+
+    def _mark_failed(self, node: str) -> None:
+        dm, n = self.devices[node], self.cluster.nodes[node]
+        for index in self.failed_gpus.get(node, {}):
+            for resource, ids in gpu_devices(n, index, dm.devices).items():
+                for d in ids:
+                    dm.set_health(resource, d, False)
 
     def sync_status(self, node: str) -> None:
         """Write the device manager's capacity/allocatable into the node, as the kubelet does."""

@@ -59,7 +59,8 @@ class _Toy(Session):
 
 
 @pytest.mark.parametrize("call, args", [
-    ("kill_plugin", ("n",)), ("restart_plugin", ("n",)), ("label_node", ("n", {"a": "b"})),
+    ("kill_plugin", ("n",)), ("restart_plugin", ("n",)), ("fail_device", ("n", 0)), ("heal_device", ("n", 0)),
+    ("label_node", ("n", {"a": "b"})),
     ("cordon", ("n",)), ("advance", (60,)), ("delete", ("p",)), ("events", ()), ("kubectl", ("get pods",)),
 ])
 def test_a_call_a_backend_cannot_serve_is_one_clear_line(call, args):

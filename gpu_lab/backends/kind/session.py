@@ -37,6 +37,9 @@ from typing import Any
 
 from ...errors import GpuLabError
 from ...kube import KubeClient, NotFound
+from ...kubelet import gpuhealth
+from ...kubelet.gpuhealth import DEFAULT_REASON
+from ...model import arguments as args
 from ...model.documents import load_documents
 from ..apiobjects import device_allocatable, pod_row
 from ..base import Source
@@ -44,6 +47,7 @@ from ..kubeconfig import MANAGED_LABEL
 from ..kubeconfig.session import KubeconfigSession
 from ..kubectl.real import Target
 from ..local import schedulerlog
+from . import gpuhealth as kind_health
 from .cluster import KindCluster
 from .config import DEFAULT_NAME, kind_node_names
 from .devices import VisibleDevices
@@ -195,6 +199,44 @@ class KindSession(KubeconfigSession):
         self.label_node(node, {PLUGIN_STOPPED_LABEL: None})
         self._wait(lambda: _gpus_reported(self.client, node, True),
                    f"node {node}'s kubelet to report its nvidia.com/* allocatable back")
+
+    def fail_device(self, node: str, index: int, reason: str = DEFAULT_REASON) -> None:
+        """GPU ``index`` fails: the plugin on the node reads its UUID in the control file and
+        reports that GPU's devices Unhealthy to the real kubelet; returns once the Node's
+        allocatable has dropped (capacity stays, the pod holding it keeps running)."""
+        self._set_gpu_health("fail_device", node, index, reason)
+
+    def heal_device(self, node: str, index: int) -> None:
+        """GPU ``index`` reports Healthy again; returns once allocatable has grown back."""
+        self._set_gpu_health("heal_device", node, index, None)
+
+    def _set_gpu_health(self, call: str, node: str, index: int, reason: str | None) -> None:
+        self._require_cluster()
+        args.check_name(node, call)
+        container = self.cluster.containers_of_nodes().get(node)
+        if container is None:
+            raise GpuLabError(f'nodes "{node}" not found')
+        labels = self.client.get("Node", node)["metadata"].get("labels") or {}
+        count = int(labels.get(gpuhealth.COUNT_LABEL, 0))  # GPU Feature Discovery's count
+        index = gpuhealth.check_index(node, count, index, call)
+        if reason is not None:
+            reason = gpuhealth.check_reason(reason, call)
+        failed = gpuhealth.failed_in(kind_health.read(container))
+        changes = (index not in failed) if reason is not None else (index in failed)
+        if reason is None:
+            failed.pop(index, None)
+        else:
+            failed[index] = reason
+        before = sum(device_allocatable(self.client.get("Node", node)).values())
+        kind_health.write(container, gpuhealth.health_file(node, count, failed))
+        if changes and _plugin_pods(self.client, node):
+            grew = reason is None
+
+            def moved() -> bool:
+                now = sum(device_allocatable(self.client.get("Node", node)).values())
+                return now > before if grew else now < before
+
+            self._wait(moved, f"node {node}'s kubelet to report GPU {index} {'healthy' if grew else 'failed'}")
 
     def advance(self, seconds: float | None = None):
         """A real cluster's clock cannot be moved: this waits ``seconds`` of real time (the

@@ -16,7 +16,9 @@ import pandas as pd
 
 from ...errors import GpuLabError
 from ...kube import ApiError, KubeClient
+from ...kubelet import gpuhealth
 from ...kubelet.agent import NodeAgent
+from ...kubelet.gpuhealth import DEFAULT_REASON
 from ...model import arguments as args
 from ...model.documents import load_documents
 from ...model.nodepool import MIG_CONFIG_LABEL
@@ -214,6 +216,33 @@ class LocalSession(Session):
         args.check_name(node, "restart_plugin")
         self._agent_for(node).restart_plugin(node)
         self._wait(lambda: _gpus(self.client, node) > 0, f"{node}'s GPUs to return")
+        self._settling.changed()
+
+    def fail_device(self, node: str, index: int, reason: str = DEFAULT_REASON) -> None:
+        """GPU ``index`` fails: the node's fake plugin reads the GPU's UUID in its control file
+        and reports that GPU's devices Unhealthy in ListAndWatch; returns once the Node's
+        allocatable shows it (capacity stays, the pod holding it keeps running). The reason
+        goes to the plugin's log."""
+        self._set_gpu_health("fail_device", node, index, reason)
+
+    def heal_device(self, node: str, index: int) -> None:
+        """GPU ``index`` reports Healthy again; returns once allocatable has it back."""
+        self._set_gpu_health("heal_device", node, index, None)
+
+    def _set_gpu_health(self, call: str, node: str, index: int, reason: str | None) -> None:
+        args.check_name(node, call)
+        agent = self._agent_for(node)
+        record = agent.node(node).node
+        index = gpuhealth.check_index(node, gpuhealth.gpu_count(record), index, call)
+        if reason is not None:
+            reason = gpuhealth.check_reason(reason, call)
+        if not agent.set_gpu_health(node, index, reason):
+            raise GpuLabError(f"{call}: {node}'s device plugin did not report GPU {index}'s health "
+                              "within 15 s (see its device-plugin.log)")
+        manager = agent.node(node).manager
+        self._wait(lambda: device_allocatable(self.client.get("Node", node)) == {
+            r: n for r, n in manager.allocatable().items() if r.startswith("nvidia.com/")},
+            f"{node}'s allocatable to show GPU {index} {'healthy' if reason is None else 'failed'}")
         self._settling.changed()
 
     # ------------------------------------------------------------- reset

@@ -202,6 +202,33 @@ def _plugin_gone(lab) -> None:
     assert "Insufficient nvidia.com/gpu" in waiting["message"]
 
 
+def test_a_failed_gpu_leaves_allocatable_as_on_the_sim(lab):
+    """``fail_device``: the plugin reads the GPU's UUID in its control file and reports that
+    GPU's devices Unhealthy to the real kubelet, which counts them out of allocatable and
+    keeps capacity, as the sim's device manager does: a whole GPU, a time-sliced one (its 4
+    replicas) and a MIG one (its instances). ``heal_device`` brings them back."""
+    twin = gpu_lab.connect("sim", deterministic=True)
+    twin.apply(SCENARIO)
+    failing = {"h100-0": 2, "t4-0": 0, "a100-0": 1}
+    before = {n: _nvidia(_node(lab, n), "allocatable") for n in failing}
+    try:
+        for node, index in failing.items():
+            lab.fail_device(node, index, reason="Xid 79")
+            twin.fail_device(node, index, reason="Xid 79")
+        for node in failing:
+            got = _node(lab, node)
+            want = twin.describe_node(node)
+            assert _nvidia(got, "allocatable") == {r: int(v) for r, v in want.allocatable.items()
+                                                   if r.startswith("nvidia.com/")}
+            assert _nvidia(got, "capacity") == {r: int(v) for r, v in want.capacity.items()
+                                                if r.startswith("nvidia.com/")}
+            assert _nvidia(got, "allocatable") != before[node]
+    finally:
+        for node, index in failing.items():
+            lab.heal_device(node, index)
+    assert {n: _nvidia(_node(lab, n), "allocatable") for n in failing} == before
+
+
 def test_scheduling_on_kind_matches_the_sim(lab, sim):
     """Pods that ask only for GPUs: the real scheduler on real kubelets places them as the
     simulator does, and the one that cannot fit is refused for the same reason."""
