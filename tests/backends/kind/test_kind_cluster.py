@@ -229,6 +229,45 @@ def test_a_failed_gpu_leaves_allocatable_as_on_the_sim(lab):
     assert {n: _nvidia(_node(lab, n), "allocatable") for n in failing} == before
 
 
+def _checkpoint(lab, node: str) -> dict:
+    """The real kubelet's device-manager checkpoint on the node: who holds which device."""
+    container = lab.cluster.containers_of_nodes()[node]
+    out = subprocess.run(["docker", "exec", container, "cat",
+                          "/var/lib/kubelet/device-plugins/kubelet_internal_checkpoint"],
+                         capture_output=True, text=True, timeout=30, check=True).stdout
+    return json.loads(out)
+
+
+def test_a_plugin_restart_leaves_running_pods_their_devices(lab):
+    """An upgrade's plugin restart: the kubelet, not the plugin, remembers who holds which
+    GPU (its checkpoint file), so a running pod keeps its devices while the plugin is away
+    and after it registers again; allocatable is 0 meanwhile."""
+    keeper = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "keeper"},
+              "spec": {"tolerations": TOLERATE, "nodeSelector": {"kubernetes.io/hostname": "h100-0"},
+                       "containers": [{"name": "c", "image": "x",
+                                       "resources": {"limits": {"nvidia.com/gpu": 3}}}]}}
+    lab.apply([keeper])
+    _until("keeper to run", lambda: lab.schedule().set_index("name").loc["keeper", "phase"] == "Running")
+    devices = sorted(lab.pods().set_index("name").loc["keeper", "devices"]["nvidia.com/gpu"])
+    uid = lab.client.get("Pod", "keeper", namespace=lab.namespace)["metadata"]["uid"]
+
+    def held(data: dict) -> list[str]:
+        entries = [e for e in data["Data"]["PodDeviceEntries"] if e["PodUID"] == uid]
+        return sorted(d for e in entries for ids in e["DeviceIDs"].values() for d in ids)
+
+    assert len(devices) == 3 and held(_checkpoint(lab, "h100-0")) == devices
+    lab.kill_plugin("h100-0")
+    try:
+        assert _nvidia(_node(lab, "h100-0"), "allocatable") == {"nvidia.com/gpu": 0}
+        assert held(_checkpoint(lab, "h100-0")) == devices
+        assert lab.client.get("Pod", "keeper", namespace=lab.namespace)["status"]["phase"] == "Running"
+    finally:
+        lab.restart_plugin("h100-0")
+    assert lab.pods().set_index("name").loc["keeper", "phase"] == "Running"
+    assert held(_checkpoint(lab, "h100-0")) == devices
+    lab.delete("keeper")
+
+
 def test_scheduling_on_kind_matches_the_sim(lab, sim):
     """Pods that ask only for GPUs: the real scheduler on real kubelets places them as the
     simulator does, and the one that cannot fit is refused for the same reason."""
