@@ -55,6 +55,8 @@ from ..errors import GpuLabError
 from ..gpus.labels import MIG_STRATEGIES, Sharing, parse_sharing
 
 VERSION = "v1"
+#: the CDI annotation prefix of the container-device-interface library (cdi.AnnotationPrefix)
+CDI_ANNOTATION_PREFIX = "cdi.k8s.io/"
 DEVICE_LIST_STRATEGIES = ("envvar", "volume-mounts", "cdi-annotations", "cdi-cri")
 DEVICE_ID_STRATEGIES = ("uuid", "index")
 DEFAULT_MPS_ROOT = "/run/nvidia/mps"  # the Helm chart's default for flags.mpsRoot
@@ -80,6 +82,7 @@ class DevicePluginConfig:
     mps_root: str = DEFAULT_MPS_ROOT
     gds_enabled: bool = False
     mofed_enabled: bool = False
+    cdi_annotation_prefix: str = CDI_ANNOTATION_PREFIX
     sharing: Sharing = field(default_factory=Sharing)
     raw: dict = field(default_factory=dict, compare=False, repr=False)
 
@@ -145,6 +148,7 @@ def parse_config(raw: Any, where: str = "config") -> DevicePluginConfig:
         mps_root=mps_root,
         gds_enabled=_bool(flags, "gdsEnabled", False, "flags.", fail),
         mofed_enabled=_bool(flags, "mofedEnabled", False, "flags.", fail),
+        cdi_annotation_prefix=_string(plugin, "cdiAnnotationPrefix", CDI_ANNOTATION_PREFIX, "flags.plugin.", fail),
         sharing=sharing,
         raw=raw,
     )

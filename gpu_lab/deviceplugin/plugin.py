@@ -41,8 +41,16 @@ with ``gpus`` GPUs of one model, minus the hardware:
   for a MIG device its parent GPU's, without the ``nvidia-caps`` nodes, whose
   minors depend on driver-assigned instance IDs); a request for more than
   one replica fails with NVIDIA's message under
-  ``failRequestsGreaterThanOne`` (always under MPS). CDI list
-  strategies are refused at start, as NVIDIA does on hosts without NVML.
+  ``failRequestsGreaterThanOne`` (always under MPS). Under the CDI list
+  strategies the answer names CDI devices ``k8s.device-plugin.nvidia.com/gpu=<id>``
+  (NVIDIA's vendor; ``gds=all``/``mofed=all`` added when enabled): ``cdi-annotations``
+  as one annotation ``cdi.k8s.io/nvidia-device-plugin_<response uuid>`` (the prefix is
+  ``cdiAnnotationPrefix``), ``cdi-cri`` as the response's ``cdi_devices``, which the
+  kubelet passes to the runtime in the CRI's ``CDIDevices``; the runtime resolves them
+  against a CDI spec. Not modelled: the spec NVIDIA's plugin generates with NVML
+  (``/var/run/cdi/k8s.device-plugin.nvidia.com-gpu.json``), so on a real runtime such
+  a container fails to start with "unresolvable CDI devices", as it does on a node
+  whose spec is missing.
   ``PreStartContainer`` does nothing.
 * **Kubelet restarts**: like NVIDIA's plugin (which watches the folder with
   inotify) the plugin restarts its servers and registers again whenever
@@ -81,6 +89,7 @@ import signal
 import socket
 import sys
 import threading
+import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent import futures
 from dataclasses import dataclass
@@ -120,6 +129,8 @@ KUBELET_SOCKET = "kubelet.sock"
 HEALTH_FILE = "gpu-lab-health"
 MAX_SOCKET_PATH = 107  # sun_path is 108 bytes with the terminating NUL
 VOLUME_MOUNTS_ROOT = "/var/run/nvidia-container-devices"
+CDI_VENDOR = "k8s.device-plugin.nvidia.com"  # the vendor NVIDIA's plugin gives its CDI devices
+CDI_ANNOTATION_PLUGIN = "nvidia-device-plugin"  # the plugin name in its CDI annotation keys
 MPS_CONTAINER_ROOT = "/mps"
 
 log = logging.getLogger("gpu_lab.deviceplugin")
@@ -380,6 +391,15 @@ class ResourceServer:
         else:
             listed = gpus
         resp = self.pb2.ContainerAllocateResponse()
+        names = cdi_names(cfg, listed)
+        if names and "cdi-annotations" in cfg.device_list_strategy:
+            # one annotation per response, keyed by a fresh ID (NVIDIA's responseID), as
+            # container-device-interface's UpdateAnnotations writes it
+            key = f"{cfg.cdi_annotation_prefix}{CDI_ANNOTATION_PLUGIN}_{uuid.uuid4()}"
+            resp.annotations[key] = ",".join(names)
+        if names and "cdi-cri" in cfg.device_list_strategy:
+            for n in names:
+                resp.cdi_devices.add(name=n)
         if "envvar" in cfg.device_list_strategy:
             resp.envs[VISIBLE_DEVICES] = ",".join(listed)
         if "volume-mounts" in cfg.device_list_strategy:
@@ -402,6 +422,20 @@ class ResourceServer:
         return resp
 
 
+def cdi_names(cfg: DevicePluginConfig, listed: Sequence[str]) -> list[str]:
+    """The CDI devices NVIDIA's plugin names for an allocation under a CDI strategy: each
+    device (UUID or index, per deviceIDStrategy) of kind ``k8s.device-plugin.nvidia.com/gpu``,
+    then ``gds=all`` / ``mofed=all`` when enabled. Empty without a CDI strategy."""
+    if not any(s.startswith("cdi-") for s in cfg.device_list_strategy):
+        return []
+    names = [f"{CDI_VENDOR}/gpu={d}" for d in listed]
+    if cfg.gds_enabled:
+        names.append(f"{CDI_VENDOR}/gds=all")
+    if cfg.mofed_enabled:
+        names.append(f"{CDI_VENDOR}/mofed=all")
+    return names
+
+
 # ------------------------------------------------------------------ the plugin
 class FakeDevicePlugin:
     """All resource servers of one fake node, plus the loop that keeps them registered."""
@@ -417,9 +451,6 @@ class FakeDevicePlugin:
         returns). Without either every GPU has MIG disabled."""
         self.model = get_model(model)
         self.config = config or parse_config(None)
-        if any(s.startswith("cdi-") for s in self.config.device_list_strategy):
-            raise GpuLabError("flags.plugin.deviceListStrategy: CDI --device-list-strategy options are "
-                              "only supported on NVML-based systems (the fake plugin has no NVML)")
         self.node_name = node_name or default_node_name()
         self.plugin_dir = os.path.abspath(plugin_dir)
         self.kubelet_socket = os.path.abspath(kubelet_socket or os.path.join(self.plugin_dir, KUBELET_SOCKET))

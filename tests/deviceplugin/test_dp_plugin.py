@@ -181,8 +181,6 @@ def test_ids_sockets_and_refusals():
     assert socket_name("nvidia.com/gpu.shared") == "nvidia-gpu.shared.sock"
     assert socket_name("nvidia.com/mig-1g.10gb") == "nvidia-mig-1g.10gb.sock"
     assert socket_name("nvidia.com/mig-1g.5gb.me") == "nvidia-mig-1g.5gb.me.sock"
-    with pytest.raises(GpuLabError, match="only supported on NVML-based systems"):
-        FakeDevicePlugin("T4", 1, parse_config({"flags": {"plugin": {"deviceListStrategy": "cdi-cri"}}}), "/tmp/x")
     with pytest.raises(GpuLabError, match="socket path too long"):
         FakeDevicePlugin("T4", 1, None, "/tmp/" + "d" * 100)
 
@@ -223,6 +221,28 @@ def test_allocate_answers_follow_the_config():
     srv, _ = _response({"sharing": {"timeSlicing": {"resources": [{"name": "nvidia.com/gpu", "replicas": 2}]}}}, [])
     assert srv.validate([f"{u[0]}::0", f"{u[1]}::0"]) is None  # time-slicing allows > 1 by default
     assert srv.validate(["GPU-nope"]) == "unknown device: GPU-nope"
+
+
+def test_cdi_strategies_name_nvidias_cdi_devices():
+    u = gpu_uuids("n0", 2)
+    _, r = _response({"flags": {"plugin": {"deviceListStrategy": "cdi-cri"}}}, u)
+    assert [d.name for d in r.cdi_devices] == [f"k8s.device-plugin.nvidia.com/gpu={g}" for g in u]
+    assert not r.envs and not r.annotations   # no envvar strategy: no NVIDIA_VISIBLE_DEVICES
+    _, r = _response({"flags": {"plugin": {"deviceListStrategy": ["envvar", "cdi-annotations"],
+                                           "deviceIDStrategy": "index"}}}, [u[1]])
+    assert dict(r.envs) == {"NVIDIA_VISIBLE_DEVICES": "1"} and not r.cdi_devices
+    ((key, value),) = r.annotations.items()
+    prefix = "cdi.k8s.io/nvidia-device-plugin_"
+    assert key.startswith(prefix) and len(key) == len(prefix) + 36  # a fresh UUID per response
+    assert value == "k8s.device-plugin.nvidia.com/gpu=1"
+    _, again = _response({"flags": {"plugin": {"deviceListStrategy": "cdi-annotations"}}}, [u[1]])
+    assert list(again.annotations) != [key]
+    _, r = _response({"flags": {"gdsEnabled": True, "plugin": {"deviceListStrategy": "cdi-annotations",
+                                                               "cdiAnnotationPrefix": "custom.cdi/"}}}, [u[0]])
+    ((key, value),) = r.annotations.items()
+    assert key.startswith("custom.cdi/nvidia-device-plugin_")
+    assert value == f"k8s.device-plugin.nvidia.com/gpu={u[0]},k8s.device-plugin.nvidia.com/gds=all"
+    assert r.envs["NVIDIA_GDS"] == "enabled"
 
 
 def test_mig_allocate_answers_ids_indexes_device_nodes_and_parent_health():

@@ -216,3 +216,18 @@ def test_single_mig_plugin_process_advertises_instances_as_gpus(dirs, spawn):
         a = kubelet.allocate("default/small", "main", GPU, 3)
         assert a.device_ids == DeviceManager(node.devices).allocate("default/small", "main", GPU, 3)
         assert a.envs == {"NVIDIA_VISIBLE_DEVICES": ",".join(node.devices[GPU][:3])}
+
+
+def test_cdi_answers_reach_the_kubelet_side_over_grpc(dirs, spawn, tmp_path):
+    """Under deviceListStrategy [cdi-cri, cdi-annotations] the Allocate answer the kubelet
+    receives names NVIDIA's CDI devices, for the CRI's CDIDevices and as an annotation."""
+    config = tmp_path / "config.yaml"
+    config.write_text("version: v1\nflags:\n  plugin:\n    deviceListStrategy: [cdi-cri, cdi-annotations]\n")
+    with KubeletServer(dirs[0]) as kubelet:
+        spawn("--config", str(config))
+        assert kubelet.wait_for(lambda: kubelet.manager.allocatable().get(GPU) == 4, START), logs_of(dirs)
+        a = kubelet.allocate("default/infer", "main", GPU, 2)
+        names = [f"k8s.device-plugin.nvidia.com/gpu={d}" for d in a.device_ids]
+        assert a.cdi_devices == names and not a.envs
+        ((key, value),) = a.annotations.items()
+        assert key.startswith("cdi.k8s.io/nvidia-device-plugin_") and value == ",".join(names)
