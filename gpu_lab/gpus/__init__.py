@@ -26,6 +26,7 @@ _PUBLIC = {
     "mig_layouts": ("mig", "all_layouts"),
     "maximal_mig_layouts": ("mig", "maximal_layouts"),
     "mig_capable_models": ("mig", "mig_capable_models"),
+    "gpu_uuids": ("labels", "gpu_uuids"),
     "predefined_mig_configs": ("migparted", "predefined_names"),
     # MIG planner
     "Service": ("planner", "Service"),
