@@ -9,7 +9,7 @@ scheduler) must leave the same nodes and pods: the differential test at the end.
 from __future__ import annotations
 
 import pytest
-from fleets import H100_POOL, TOLERATE
+from fleets import A100_MIXED_MIG, H100_POOL, T4_TIME_SLICED, TOLERATE, sized
 from realcluster import shared_lab
 
 import gpu_lab
@@ -88,28 +88,9 @@ def test_a_pending_pod_says_insufficient_and_explain_replays_the_failure():
 
 def test_failing_a_shared_or_mig_gpu_takes_all_its_devices():
     lab = gpu_lab.connect("sim")
-    lab.apply("""
-apiVersion: gpulab.dev/v1alpha1
-kind: NodePool
-metadata: {name: t4}
-spec:
-  count: 1
-  gpu: {model: T4, count: 2}
-  devicePlugin:
-    version: v1
-    sharing:
-      timeSlicing:
-        resources: [{name: nvidia.com/gpu, replicas: 4}]
----
-apiVersion: gpulab.dev/v1alpha1
-kind: NodePool
-metadata: {name: a100}
-spec:
-  count: 1
-  gpu: {model: A100-40GB, count: 2}
-  devicePlugin: {version: v1, flags: {migStrategy: mixed}}
-  mig: {config: all-balanced}
-""")
+    two_t4 = sized(T4_TIME_SLICED, "16", "64Gi").replace("{model: T4, count: 1}", "{model: T4, count: 2}")
+    assert "count: 2}" in two_t4
+    lab.apply(two_t4 + "---" + sized(A100_MIXED_MIG, "32", "256Gi"))
     lab.fail_device("t4-0", 1)
     t4 = lab.nodes().set_index("name").loc["t4-0"]
     assert (t4["nvidia.com/gpu capacity"], t4["nvidia.com/gpu allocatable"]) == (8, 4)  # 4 replicas gone
