@@ -30,7 +30,7 @@ DEFAULT_REASON = "Xid 79"
 MAX_REASON = 200
 COUNT_LABEL = "nvidia.com/gpu.count"  # GFD's: every physical GPU, MIG or not
 HEADER = "# written by gpu-lab's fail_device/heal_device: the GPUs that failed"
-_LINE = re.compile(rf"^GPU-\S+ {UNHEALTHY}  # GPU (\d+): (.+)$")
+_LINE = re.compile(rf"^(GPU-\S+) {UNHEALTHY}  # GPU (\d+): (.+)$")
 
 
 def mig_layouts(model: str, count: int, mig: dict | None):
@@ -95,11 +95,13 @@ def health_file(node: str, count: int, failed: Mapping[int, str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def failed_in(text: str) -> dict[int, str]:
-    """The failed GPUs (index -> reason) a file ``health_file`` wrote names."""
+def failed_in(text: str, node: str, count: int) -> dict[int, str]:
+    """The failed GPUs (index -> reason) of node ``node`` that a file ``health_file`` wrote
+    names (lines about another node's GPUs, left by an earlier use of the machine, are not)."""
+    uuids = gpu_uuids(node, count)
     out = {}
     for line in text.splitlines():
         m = _LINE.match(line)
-        if m:
-            out[int(m.group(1))] = m.group(2)
+        if m and int(m.group(2)) < count and uuids[int(m.group(2))] == m.group(1):
+            out[int(m.group(2))] = m.group(3)
     return out

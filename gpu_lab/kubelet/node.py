@@ -253,7 +253,7 @@ class AgentNode:
         os.replace(tmp, path)  # the plugin never reads half a file
         if not plugin.alive:
             return True
-        want = {r: ids for r, ids in gpu_devices(self.node, index, self.manager.devices).items()}
+        want = gpu_devices(self.node, index, self.manager.devices)
         healthy = reason is None
         return kubelet.wait_for(lambda: all(self.manager.health(r).get(d) == healthy
                                             for r, ids in want.items() for d in ids), timeout=timeout)

@@ -94,6 +94,7 @@ class Kubelets:
     def stop(self, name: str) -> None:
         self.devices.pop(name, None)
         self._plugin_configs.pop(name, None)
+        self.failed_gpus.pop(name, None)
 
     def plugin_config(self, node: str) -> DevicePluginConfig:
         """The node's NVIDIA device-plugin config (NodePool spec.devicePlugin; defaults otherwise)."""

@@ -14,6 +14,7 @@ from realcluster import shared_lab
 
 import gpu_lab
 from gpu_lab.gpus.labels import gpu_uuids
+from gpu_lab.kubelet import gpuhealth
 
 
 def gpu_pod(name: str, gpus: int, node: str = "h100-0") -> dict:
@@ -147,3 +148,13 @@ def test_the_outage_is_the_same_on_the_real_control_plane(local):
     text = "".join(p.read_text() for p in logs)
     gpu = on_local[1][1]
     assert f"{gpu_uuids('h100-0', 8)[gpu]}: GPU {gpu}: Xid 79; marking its 1 device(s) unhealthy" in text
+
+
+def test_the_plugins_control_file_reads_back_only_this_nodes_gpus():
+    text = gpuhealth.health_file("h100-0", 8, {2: "Xid 79", 5: "Xid 48 (double-bit ECC)"})
+    uuids = gpu_uuids("h100-0", 8)
+    assert f"{uuids[2]} Unhealthy  # GPU 2: Xid 79\n" in text
+    assert gpuhealth.failed_in(text, "h100-0", 8) == {2: "Xid 79", 5: "Xid 48 (double-bit ECC)"}
+    # a machine that played another node before: its lines name no GPU of this one
+    assert gpuhealth.failed_in(text, "h100-1", 8) == {}
+    assert gpuhealth.failed_in(gpuhealth.health_file("h100-0", 8, {}), "h100-0", 8) == {}

@@ -221,7 +221,7 @@ class KindSession(KubeconfigSession):
         index = gpuhealth.check_index(node, count, index, call)
         if reason is not None:
             reason = gpuhealth.check_reason(reason, call)
-        failed = gpuhealth.failed_in(kind_health.read(container))
+        failed = gpuhealth.failed_in(kind_health.read(container), node, count)
         changes = (index not in failed) if reason is not None else (index in failed)
         if reason is None:
             failed.pop(index, None)
