@@ -176,8 +176,7 @@ class SimSession(Session):
         by them, capacity stays. The pod holding it keeps running: the kubelet evicts nothing
         for a device's health. New pods no longer get it until ``heal_device``."""
         self._check_node(node, "fail_device")
-        index = gpuhealth.check_index(node, gpuhealth.gpu_count(self._sim.cluster.nodes[node]), index,
-                                      "fail_device")
+        index = self._gpu_index(node, index, "fail_device")
         reason = gpuhealth.check_reason(reason, "fail_device")
         self._log("fail_device", node, index, reason)
         self._sim.kubelets.set_gpu_health(node, index, reason)
@@ -186,11 +185,13 @@ class SimSession(Session):
     def heal_device(self, node: str, index: int) -> None:
         """GPU ``index`` of the node reports Healthy again: allocatable comes back."""
         self._check_node(node, "heal_device")
-        index = gpuhealth.check_index(node, gpuhealth.gpu_count(self._sim.cluster.nodes[node]), index,
-                                      "heal_device")
+        index = self._gpu_index(node, index, "heal_device")
         self._log("heal_device", node, index)
         self._sim.kubelets.set_gpu_health(node, index, None)
         self._sim.settle()
+
+    def _gpu_index(self, node: str, index: int, call: str) -> int:
+        return gpuhealth.check_index(node, gpuhealth.gpu_count(self._sim.cluster.nodes[node]), index, call)
 
     def cordon(self, node: str, unschedulable: bool = True) -> None:
         """``kubectl cordon``: no new pods land on the node (``uncordon`` with False)."""

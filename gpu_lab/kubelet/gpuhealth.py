@@ -71,6 +71,14 @@ def check_reason(reason: object, call: str) -> str:
     return " ".join(reason.split())
 
 
+def record(failed: dict[int, str], index: int, reason: str | None) -> None:
+    """Note in ``failed`` (GPU index -> reason) that GPU ``index`` failed, or healed (None)."""
+    if reason is None:
+        failed.pop(index, None)
+    else:
+        failed[index] = reason
+
+
 def gpu_devices(node: Node, index: int, devices: Mapping[str, list[str]]) -> dict[str, list[str]]:
     """The advertised device IDs (per resource, replicas included) that live on GPU ``index``."""
     pool = node.raw.get("nodePool") or {}

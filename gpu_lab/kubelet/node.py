@@ -42,7 +42,7 @@ from ..model.objects import Node
 from ..names import stable_uid
 from . import nodestatus as ns
 from .devicemanager import DeviceManager
-from .gpuhealth import gpu_count, gpu_devices, health_file, mig_layouts
+from .gpuhealth import gpu_count, gpu_devices, health_file, mig_layouts, record
 from .migmanager import MigOutcome
 from .pluginprocess import PluginProcess
 from .registration import KubeletServer
@@ -243,10 +243,7 @@ class AgentNode:
         Returns whether the kubelet side saw the change within ``timeout`` (at once when the
         plugin is down: it reads the file when it starts again)."""
         kubelet, plugin = self.started()
-        if reason is None:
-            self.failed_gpus.pop(index, None)
-        else:
-            self.failed_gpus[index] = reason
+        record(self.failed_gpus, index, reason)
         path = self.plugin_dir / HEALTH_FILE
         tmp = path.with_name(path.name + ".tmp")
         tmp.write_text(health_file(self.name, gpu_count(self.node), self.failed_gpus))

@@ -17,7 +17,7 @@ from ..deviceplugin.config import DevicePluginConfig, parse_config
 from ..gpus.labels import gpu_uuids
 from ..kubelet.admission import admit_devices, fit_failure
 from ..kubelet.devicemanager import DeviceManager
-from ..kubelet.gpuhealth import gpu_devices
+from ..kubelet.gpuhealth import gpu_devices, record
 from ..model.objects import Node, Pod, is_extended_resource
 from .cluster import Cluster
 from .dra import backend as dra
@@ -161,25 +161,23 @@ class Kubelets:
         """GPU ``index`` fails (``reason``, e.g. "Xid 79") or heals (None): the plugin reports
         its devices Unhealthy (or Healthy) and allocatable follows; capacity stays and the pods
         holding them keep running. While the plugin is down the change waits for its return."""
-        failed = self.failed_gpus.setdefault(node, {})
-        if reason is None:
-            failed.pop(index, None)
-        else:
-            failed[index] = reason
+        record(self.failed_gpus.setdefault(node, {}), index, reason)
+        self._mark(node, index, reason is None)
+        self.sync_status(node)
+
+    def _mark_failed(self, node: str) -> None:
+        for index in self.failed_gpus.get(node, {}):
+            self._mark(node, index, False)
+
+    def _mark(self, node: str, index: int, healthy: bool) -> None:
+        """The plugin's ListAndWatch reports GPU ``index``'s devices so (resources whose
+        plugin endpoint is live: a stopped one reports nothing until it registers again)."""
         dm = self.devices[node]
         live = {r for r, ep in dm.endpoints().items() if not ep.stopped}
         for resource, ids in gpu_devices(self.cluster.nodes[node], index, dm.devices).items():
             if resource in live:
                 for d in ids:
-                    dm.set_health(resource, d, reason is None)
-        self.sync_status(node)
-
-    def _mark_failed(self, node: str) -> None:
-        dm, n = self.devices[node], self.cluster.nodes[node]
-        for index in self.failed_gpus.get(node, {}):
-            for resource, ids in gpu_devices(n, index, dm.devices).items():
-                for d in ids:
-                    dm.set_health(resource, d, False)
+                    dm.set_health(resource, d, healthy)
 
     def sync_status(self, node: str) -> None:
         """Write the device manager's capacity/allocatable into the node, as the kubelet does."""

@@ -223,10 +223,7 @@ class KindSession(KubeconfigSession):
             reason = gpuhealth.check_reason(reason, call)
         failed = gpuhealth.failed_in(kind_health.read(container), node, count)
         changes = (index not in failed) if reason is not None else (index in failed)
-        if reason is None:
-            failed.pop(index, None)
-        else:
-            failed[index] = reason
+        gpuhealth.record(failed, index, reason)
         before = sum(device_allocatable(self.client.get("Node", node)).values())
         kind_health.write(container, gpuhealth.health_file(node, count, failed))
         if changes and _plugin_pods(self.client, node):
