@@ -4,9 +4,9 @@ Shared by the fake plugin (its ``ListAndWatch``, ``GetPreferredAllocation`` and
 ``Allocate`` answers) and the kubelet's device manager when no plugin process is asked
 (the simulator, fixed-device nodes), so both hand out the same IDs:
 
-* whole GPUs: the lowest free devices in advertised (index) order, which is
-  what NVIDIA's best-effort policy gives for identical GPUs with no NVLink
-  topology to prefer;
+* whole GPUs: NVIDIA's best-effort policy over the GPUs' NUMA nodes
+  (``gpu_lab.gpus.topology.best_effort``): a set on one NUMA node when one fits,
+  leaving the other nodes whole; with one NUMA node, the lowest free devices;
 * time-sliced or MPS replicas (``<uuid>::<n>``, NVIDIA's annotated IDs): NVIDIA's
   ``distributedAlloc``, one replica at a time from the GPU with the fewest replicas
   already taken, so co-located pods spread over the node's GPUs (ties go to the lower GPU).
@@ -15,9 +15,10 @@ Shared by the fake plugin (its ``ListAndWatch``, ``GetPreferredAllocation`` and
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from ..errors import GpuLabError
+from ..gpus.topology import best_effort
 
 HEALTHY, UNHEALTHY = "Healthy", "Unhealthy"  # the device-plugin API's device health
 VISIBLE_DEVICES = "NVIDIA_VISIBLE_DEVICES"
@@ -49,10 +50,13 @@ def visible_devices_env(ids: list[str]) -> dict[str, str]:
 
 
 def preferred_allocation(available: Iterable[str], must_include: Iterable[str], size: int,
-                         all_devices: Iterable[str] | None = None) -> list[str]:
+                         all_devices: Iterable[str] | None = None,
+                         numa: Mapping[str, int | None] | None = None) -> list[str]:
     """NVIDIA's preferred ``size`` devices from ``available`` (in advertised order).
 
-    ``must_include`` come first. Replicated IDs are spread over GPUs (see the
+    ``must_include`` come first. Whole GPUs go by NVIDIA's best-effort policy over
+    ``numa`` (device -> NUMA node; ``gpu_lab.gpus.topology.best_effort``), which without
+    topology is the lowest free ones; replicated IDs are spread over GPUs (see the
     module docstring); ``all_devices`` is the resource's full list, needed to
     know how many replicas of each GPU are already taken (default: ``available``).
     """
@@ -65,7 +69,11 @@ def preferred_allocation(available: Iterable[str], must_include: Iterable[str], 
     if len(candidates) < needed:
         raise GpuLabError("not enough available devices to satisfy allocation")
     if not any(split_replica(d)[1] is not None for d in candidates):
-        return must + candidates[:needed]
+        if not numa or not any(d.startswith("GPU-") for d in candidates):
+            return must + candidates[:needed]  # MIG devices: NVIDIA's greedy spread, one each
+        pool = must + candidates
+        picked = best_effort([numa.get(d) for d in pool], range(len(must)), size)
+        return must + [pool[i] for i in sorted(picked) if i >= len(must)]
     bases = {d: split_replica(d)[0] for d in candidates}
     free = Counter(bases.values())
     total = Counter(split_replica(d)[0] for d in (candidates if all_devices is None else all_devices))

@@ -30,9 +30,12 @@ with ``gpus`` GPUs of one model, minus the hardware:
   registering with ``Registration.Register`` on ``DIR/kubelet.sock`` (version
   ``v1beta1``, ``get_preferred_allocation_available: true``).
 * ``ListAndWatch`` sends the full list at once and again after every health
-  change. ``GetPreferredAllocation`` answers with ``deviceids.preferred_allocation``
-  (lowest free GPUs first; replicas spread across GPUs as NVIDIA's
-  ``distributedAlloc`` does), ``must_include`` first. ``Allocate`` returns
+  change, each device with its GPU's NUMA node as ``topology`` (``--numa-nodes``;
+  ``gpu_lab.gpus.topology``). ``GetPreferredAllocation`` answers with
+  ``deviceids.preferred_allocation`` (whole GPUs by NVIDIA's best-effort policy: one
+  NUMA node when the request fits one, keeping fuller ones whole; replicas spread
+  across GPUs as NVIDIA's ``distributedAlloc`` does), ``must_include`` first, and
+  logs each answer. ``Allocate`` returns
   ``NVIDIA_VISIBLE_DEVICES`` with the GPU or MIG UUIDs (replica suffix
   stripped, as NVIDIA does; under ``deviceIDStrategy: index`` NVIDIA's
   indices, ``<gpu>`` or ``<gpu>:<mig>`` for the MIG device's position on its
@@ -147,12 +150,13 @@ class DeviceInfo:
 
 
 def node_state(model: GpuModel | str, count: int, config: DevicePluginConfig | None = None,
-               node_name: str = "node", mig_layouts: Sequence[Mapping[str, int] | None] | None = None
-               ) -> GpuNodeState:
+               node_name: str = "node", mig_layouts: Sequence[Mapping[str, int] | None] | None = None,
+               numa_nodes: int | None = None) -> GpuNodeState:
     """``gpu_node_state`` for this plugin's config: what GFD and the plugin make of the node."""
     config = config or parse_config(None)
     return gpu_node_state(node_name, get_model(model), count, sharing=config.sharing,
-                          mig_strategy=config.mig_strategy, mig_layouts=mig_layouts)
+                          mig_strategy=config.mig_strategy, mig_layouts=mig_layouts,
+                          numa_nodes=numa_nodes)
 
 
 def advertised_devices(model: GpuModel | str, count: int, config: DevicePluginConfig | None = None,
@@ -241,13 +245,14 @@ class ResourceServer:
     """The gRPC ``DevicePlugin`` service for one resource, on its own socket."""
 
     def __init__(self, resource: str, ids: list[str], info: dict[str, DeviceInfo],
-                 config: DevicePluginConfig, plugin_dir: str):
+                 config: DevicePluginConfig, plugin_dir: str, numa: Mapping[str, int] | None = None):
         self.pb2, self.pb2_grpc = stubs.load()
         self.resource = resource
         self.config = config
         self.info = info  # GPU or MIG UUID -> its GPU, NVIDIA index, parent GPU UUID
         self.socket = os.path.join(plugin_dir, socket_name(resource))
         self.order = list(ids)
+        self.numa = {d: (numa or {}).get(d) for d in ids}  # NVIDIA reads it from sysfs per GPU
         self.replicated = any(split_replica(d)[1] is not None for d in ids)
         self._health = dict.fromkeys(ids, True)
         self._cond = threading.Condition()
@@ -323,8 +328,14 @@ class ResourceServer:
             return dict(self._health)
 
     def _devices(self):
-        Device = self.pb2.Device
-        return [Device(ID=d, health=HEALTHY if ok else UNHEALTHY) for d, ok in self._health.items()]
+        pb = self.pb2
+
+        def topology(d: str):
+            n = self.numa.get(d)
+            return None if n is None else pb.TopologyInfo(nodes=[pb.NUMANode(ID=n)])
+
+        return [pb.Device(ID=d, health=HEALTHY if ok else UNHEALTHY, topology=topology(d))
+                for d, ok in self._health.items()]
 
     # DevicePlugin service -------------------------------------------------
     def GetDevicePluginOptions(self, request, context):
@@ -355,11 +366,13 @@ class ResourceServer:
             available = [d for d in self.order if d in offered]
             try:
                 ids = preferred_allocation(available, req.must_include_deviceIDs,
-                                           req.allocation_size, self.order)
+                                           req.allocation_size, self.order, self.numa)
             except GpuLabError as err:
                 context.abort(grpc.StatusCode.UNKNOWN,
                               f"error getting list of preferred allocation devices: {err}")
             response.container_responses.add(deviceIDs=ids)
+            log.info("preferred allocation %s: %d of %s -> %s", self.resource, req.allocation_size,
+                     ",".join(available), ",".join(ids))
         return response
 
     def Allocate(self, request, context):
@@ -444,7 +457,8 @@ class FakeDevicePlugin:
                  plugin_dir: str | Path = DEFAULT_PLUGIN_DIR, node_name: str | None = None,
                  kubelet_socket: str | Path | None = None, *, poll: float = 0.1, retry: float = 5.0,
                  mig_config=None, mig_config_name: str | None = None,
-                 mig_layouts: Sequence[Mapping[str, int] | None] | None = None):
+                 mig_layouts: Sequence[Mapping[str, int] | None] | None = None,
+                 numa_nodes: int | None = None):
         """``mig_config`` (+ ``mig_config_name``) is ``--mig-config``: a predefined
         mig-parted config name, a file path, or a parsed mapping; ``mig_layouts``
         gives the per-GPU layouts directly instead (what ``migparted.resolve``
@@ -465,9 +479,10 @@ class FakeDevicePlugin:
         self.mig_layouts = None if mig_layouts is None else [None if lay is None else dict(lay)
                                                               for lay in mig_layouts]
         self.devices = advertised_devices(self.model, gpus, self.config, self.node_name, self.mig_layouts)
-        self.warnings = node_state(self.model, gpus, self.config, self.node_name, self.mig_layouts).warnings
+        state = node_state(self.model, gpus, self.config, self.node_name, self.mig_layouts, numa_nodes)
+        self.warnings = state.warnings
         info = device_info(self.model, gpus, self.node_name, self.mig_layouts)
-        self.servers = {r: ResourceServer(r, ids, info, self.config, self.plugin_dir)
+        self.servers = {r: ResourceServer(r, ids, info, self.config, self.plugin_dir, state.numa)
                         for r, ids in self.devices.items()}
         for path in [self.kubelet_socket] + [s.socket for s in self.servers.values()]:
             if len(path.encode()) > MAX_SOCKET_PATH:
@@ -643,6 +658,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "all-<profile>, all-balanced) or a mig-parted file (version: v1, mig-configs)")
     p.add_argument("--mig-config-name", metavar="NAME",
                    help="the config to apply from the --mig-config file (needed when it holds several)")
+    p.add_argument("--numa-nodes", type=int, metavar="N",
+                   help="NUMA nodes the GPUs are split over, reported in ListAndWatch and used by "
+                        "GetPreferredAllocation (default: 2 for 8 or more GPUs, else 1)")
     p.add_argument("--node-name", help="node the GPU UUIDs derive from (default: $NODE_NAME or the hostname)")
     p.add_argument("--plugin-dir", default=DEFAULT_PLUGIN_DIR,
                    help=f"the kubelet's device-plugin folder (default {DEFAULT_PLUGIN_DIR})")
@@ -657,7 +675,7 @@ def main(argv: Iterable[str] | None = None) -> int:
     try:
         plugin = FakeDevicePlugin(args.model, args.gpus, load_config(args.config), args.plugin_dir,
                                   args.node_name, args.kubelet_socket, mig_config=args.mig_config,
-                                  mig_config_name=args.mig_config_name)
+                                  mig_config_name=args.mig_config_name, numa_nodes=args.numa_nodes)
     except GpuLabError as err:
         print(f"error: {err}", file=sys.stderr)
         return 1

@@ -1,6 +1,7 @@
 """``gpu_lab.gpus``: the GPU facts lessons and labs compute with.
 
-The catalog (models, memory, reference prices with sources), MIG geometry (profiles,
+The catalog (models, memory, interconnects, reference prices with sources), a node's
+NUMA layout and NVIDIA's preferred GPUs (``topology``), MIG geometry (profiles,
 valid layouts, NVIDIA's predefined mig-parted configs), the MIG planner, and the
 time-slicing/MPS contention model (a model, not a measurement: see ``sharing``).
 Names load on first use so the device-plugin process, which imports submodules of
@@ -17,6 +18,10 @@ _PUBLIC = {
     "GpuModel": ("catalog", "GpuModel"),
     "get_model": ("catalog", "get_model"),
     "MODELS": ("catalog", "MODELS"),
+    "Interconnect": ("catalog", "Interconnect"),
+    # inside a node: gpu-lab's NUMA model and NVIDIA's best-effort choice of GPUs
+    "gpu_numa": ("topology", "gpu_numa"),
+    "preferred_gpus": ("topology", "best_effort"),
     # MIG geometry
     "MigProfile": ("mig", "MigProfile"),
     "Placement": ("mig", "Placement"),

@@ -28,6 +28,12 @@ name into ``NVIDIA-H200``). AWS prices are the us-east-1 Linux on-demand rates
 in the public price file dated 2026-09-25 (https://aws.amazon.com/ec2/pricing/on-demand/),
 as quoted by several public write-ups; re-check before relying on them.
 
+``interconnect`` is how the model's GPUs reach each other in the servers it ships in
+(``Interconnect``): NVSwitch all-to-all with 12 (A100) or 18 (H100, H200) NVLinks per
+GPU, as ``nvidia-smi topo -m`` prints ``NV12``/``NV18``, or PCIe only, from NVIDIA's
+datasheets and architecture whitepapers. Which NUMA node each GPU hangs off is a model
+of the node, not of the GPU: ``gpu_lab.gpus.topology``.
+
 ``reference`` is the machine a ``NodePool`` without ``cpu``/``memory`` is
 modelled on: the same AWS instance type the price comes from, with its GPU
 count, vCPUs and memory (GiB). A pool of ``N`` GPUs of the model gets the
@@ -86,6 +92,38 @@ class ReferenceMachine:
 
 
 @dataclass(frozen=True)
+class Interconnect:
+    """How a model's GPUs talk to each other in the servers it ships in (datasheet facts)."""
+
+    kind: str  # "nvswitch": every GPU to every other through NVSwitch chips; "pcie": no NVLink
+    nvlinks: int  # NVLink links per GPU (0 for PCIe only); nvidia-smi topo -m prints NV<n>
+    gpu_to_gpu: str  # peak GPU-to-GPU bandwidth per GPU, as the datasheet gives it
+    pcie: str  # the GPU's host link
+    source: str
+
+    @property
+    def topo(self) -> str:
+        """What ``nvidia-smi topo -m`` prints between two GPUs of one node on this interconnect
+        (for PCIe, the cross-socket case; same-socket pairs print NODE or PIX/PXB by board)."""
+        return f"NV{self.nvlinks}" if self.nvlinks else "SYS"
+
+
+NVSWITCH_H = Interconnect(
+    "nvswitch", 18, "900 GB/s (NVLink 4)", "PCIe Gen5 x16, 128 GB/s",
+    "NVIDIA H100 and H200 datasheets (SXM: NVLink 900GB/s); the H100 architecture whitepaper "
+    "(18 fourth-generation NVLinks per GPU; HGX H100 8-GPU connects all eight through NVSwitch)")
+NVSWITCH_A100 = Interconnect(
+    "nvswitch", 12, "600 GB/s (NVLink 3)", "PCIe Gen4 x16, 64 GB/s",
+    "NVIDIA A100 datasheet (SXM: NVLink 600GB/s); the A100 architecture whitepaper (12 "
+    "third-generation NVLinks per GPU; HGX A100 8-GPU connects all eight through six NVSwitches)")
+
+
+def _pcie_only(link: str, datasheet: str) -> Interconnect:
+    return Interconnect("pcie", 0, f"{link} (PCIe, through the host)", link,
+                        f"NVIDIA {datasheet} datasheet: no NVLink, interconnect {link}")
+
+
+@dataclass(frozen=True)
 class GpuModel:
     name: str  # gpu-lab's canonical key, e.g. "H100-80GB"
     product: str  # nvidia.com/gpu.product
@@ -99,6 +137,7 @@ class GpuModel:
     price_date: str
     aliases: tuple[str, ...] = ()
     reference: ReferenceMachine | None = None  # default cpu/memory for NodePools
+    interconnect: Interconnect | None = None  # GPU-to-GPU links (gpu_lab.gpus.topology)
 
     def __str__(self) -> str:
         return self.name
@@ -123,32 +162,40 @@ _ENTRIES = (
     # Turing, compute 7.5, no MIG. g4dn.xlarge has one T4.
     GpuModel("T4", "Tesla-T4", 15360, "turing", 7, 5, False,
              **_aws("g4dn.xlarge", 0.526, 1, 4, 16),
-             aliases=("nvidia-tesla-t4", "nvidia-t4")),
+             aliases=("nvidia-tesla-t4", "nvidia-t4"),
+             interconnect=_pcie_only("PCIe Gen3 x16, 32 GB/s", "T4")),
     # Ampere GA102, compute 8.6, no MIG. AWS-only part (g5).
     GpuModel("A10G", "NVIDIA-A10G", 23028, "ampere", 8, 6, False,
              **_aws("g5.xlarge", 1.006, 1, 4, 16),
-             aliases=("nvidia-a10g",)),
+             aliases=("nvidia-a10g",),
+             interconnect=_pcie_only("PCIe Gen4 x16, 64 GB/s", "A10 (the A10G is AWS's variant)")),
     # Ada Lovelace, compute 8.9, no MIG.
     GpuModel("L4", "NVIDIA-L4", 23034, "ada-lovelace", 8, 9, False,
              **_aws("g6.xlarge", 0.8048, 1, 4, 16),
-             aliases=("nvidia-l4",)),
+             aliases=("nvidia-l4",),
+             interconnect=_pcie_only("PCIe Gen4 x16, 64 GB/s", "L4")),
     GpuModel("L40S", "NVIDIA-L40S", 46068, "ada-lovelace", 8, 9, False,
              **_aws("g6e.xlarge", 1.861, 1, 4, 32),
-             aliases=("nvidia-l40s",)),
+             aliases=("nvidia-l40s",),
+             interconnect=_pcie_only("PCIe Gen4 x16, 64 GB/s", "L40S")),
     # Ampere GA100, compute 8.0, MIG-capable (7 slices).
     GpuModel("A100-40GB", "NVIDIA-A100-SXM4-40GB", 40960, "ampere", 8, 0, True,
              **_aws("p4d.24xlarge", 21.957642, 8, 96, 1152),
-             aliases=("a100-sxm4-40gb", "nvidia-tesla-a100", "nvidia-a100-40gb")),
+             aliases=("a100-sxm4-40gb", "nvidia-tesla-a100", "nvidia-a100-40gb"),
+             interconnect=NVSWITCH_A100),
     GpuModel("A100-80GB", "NVIDIA-A100-SXM4-80GB", 81920, "ampere", 8, 0, True,
              **_aws("p4de.24xlarge", 27.44705, 8, 96, 1152),
-             aliases=("a100-sxm4-80gb", "nvidia-a100-80gb")),
+             aliases=("a100-sxm4-80gb", "nvidia-a100-80gb"),
+             interconnect=NVSWITCH_A100),
     # Hopper, compute 9.0, MIG-capable.
     GpuModel("H100-80GB", "NVIDIA-H100-80GB-HBM3", 81559, "hopper", 9, 0, True,
              **_aws("p5.48xlarge", 55.04, 8, 192, 2048),
-             aliases=("h100", "nvidia-h100-80gb")),
+             aliases=("h100", "nvidia-h100-80gb"),
+             interconnect=NVSWITCH_H),
     GpuModel("H200-141GB", "NVIDIA-H200", 143771, "hopper", 9, 0, True,
              **_aws("p5en.48xlarge", 63.296, 8, 192, 2048),
-             aliases=("h200", "nvidia-h200-141gb")),
+             aliases=("h200", "nvidia-h200-141gb"),
+             interconnect=NVSWITCH_H),
 )
 
 MODELS: dict[str, GpuModel] = {m.name: m for m in _ENTRIES}

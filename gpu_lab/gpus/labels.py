@@ -64,6 +64,7 @@ from ..errors import DeviceListTooLarge, GpuLabError
 from ..names import GPU_RESOURCE, stable_uid
 from .catalog import GpuModel, get_model
 from .mig import geometry, profiles, validate_layout
+from .topology import gpu_numa
 
 MAX_GPUS_PER_NODE = 64  # more than any machine holds (DGX/HGX boards: 8 or 16)
 # The kubelet reads a device plugin's ListAndWatch stream with gRPC's default 4 MiB
@@ -193,6 +194,7 @@ class GpuNodeState:
     capacity: dict[str, int]  # extended resources, as the kubelet shows them
     devices: dict[str, list[str]]  # resource -> device IDs in ListAndWatch order
     warnings: tuple[str, ...] = ()
+    numa: dict[str, int] = field(default_factory=dict)  # device ID -> its GPU's NUMA node (topology)
 
 
 def gfd_labels(
@@ -236,11 +238,14 @@ def gpu_node_state(
     mig_strategy: str = "none",
     mig_layouts: Sequence[Mapping[str, int] | None] | None = None,
     machine: str | None = None,
+    numa_nodes: int | None = None,
 ) -> GpuNodeState:
     """Labels, advertised resources and device IDs of node ``node`` with ``count`` GPUs.
 
     This is the single place that decides what a GPU node looks like; the
-    NodePool expansion and MIG reconfiguration both call it.
+    NodePool expansion and MIG reconfiguration both call it. ``numa_nodes``
+    splits the GPUs over NUMA nodes (``gpu_lab.gpus.topology.gpu_numa``; default:
+    gpu-lab's model of the machine), which every device of a GPU inherits.
     """
 
     model = get_model(model)
@@ -343,7 +348,13 @@ def gpu_node_state(
         n = share.replicas_for(res)
         devices[share.advertised(res)] = [f"{i}::{r}" for i in ids for r in range(n)] if n > 1 else list(ids)
     capacity = {res: len(ids) for res, ids in devices.items()}
-    return GpuNodeState(labels, capacity, devices, tuple(warnings))
+    gpu_numa_nodes = gpu_numa(count, numa_nodes)
+    gpu_of = {u: g for g, u in enumerate(gpu_ids)}
+    if enabled:
+        gpu_of.update({m: g for g in enabled for m in mig_ids([g])})
+    numa = {d: gpu_numa_nodes[gpu_of[d.partition("::")[0]]]
+            for ids in devices.values() for d in ids}
+    return GpuNodeState(labels, capacity, devices, tuple(warnings), numa)
 
 
 def _gpus(indexes: list[int]) -> str:

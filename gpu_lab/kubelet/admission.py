@@ -1,8 +1,9 @@
 """The kubelet's admission of a pod the scheduler bound to its node.
 
 Shared by the simulator and the local backend's node agent, so both reject the same
-pods with the same words. The order is the kubelet's: the device manager allocates the
-pod's devices first (``admit_devices``; an Allocate failure is ``UnexpectedAdmissionError``),
+pods with the same words. The order is the kubelet's: the Topology Manager admits each
+container and the device manager allocates its devices first (``admit_devices``; a NUMA
+refusal is ``TopologyAffinityError``, an Allocate failure ``UnexpectedAdmissionError``),
 then the resource check (``fit_failure``, ``OutOf<resource>``). Every rejection message
 starts with ``Pod was rejected: `` (``kubelet.rejectPod``).
 """
@@ -18,6 +19,12 @@ from ..deviceplugin.deviceids import visible_devices_env
 from ..errors import DeviceAllocationError
 from ..model.objects import is_extended_resource
 from .devicemanager import DeviceManager
+from .topologymanager import (
+    TOPOLOGY_AFFINITY_ERROR,
+    TOPOLOGY_AFFINITY_MESSAGE,
+    device_hints,
+)
+from .topologymanager import admit as topology_admit
 
 if TYPE_CHECKING:  # the Registration server needs gRPC; the simulator never passes one
     from .registration import KubeletServer
@@ -58,31 +65,51 @@ def admit_devices(
     *,
     kubelet: KubeletServer | None = None,
     plugin_resources: Collection[str] = (),
+    topology_policy: str = "none",
 ) -> DeviceAdmission:
     """The device manager's ``Allocate`` for every (container, resource, count) of a pod.
 
-    A resource in ``plugin_resources`` goes through ``kubelet`` to its plugin process
-    (``GetPreferredAllocation``, then ``Allocate``); any other is allocated here and
-    validated as NVIDIA's plugin validates it (``config``, e.g. ``failRequestsGreaterThanOne``).
-    The first failure releases what the pod got and rejects it (``UnexpectedAdmissionError``).
+    With a ``topology_policy`` other than ``none`` the Topology Manager admits each
+    container first (``topologymanager``; a refusal is ``TopologyAffinityError``) and its
+    NUMA nodes steer the allocation. A resource in ``plugin_resources`` goes through
+    ``kubelet`` to its plugin process (``GetPreferredAllocation``, then ``Allocate``); any
+    other is allocated here and validated as NVIDIA's plugin validates it (``config``,
+    e.g. ``failRequestsGreaterThanOne``). The first failure releases what the pod got
+    and rejects it (``UnexpectedAdmissionError``).
     """
     out, known = DeviceAdmission(), manager.devices
+    by_container: dict[str, list[tuple[str, int]]] = {}
+    for container, r, count in requests:
+        by_container.setdefault(container, []).append((r, count))
+    machine: frozenset[int] = frozenset()
+    if topology_policy != "none":
+        machine = frozenset(n for r in known for n in manager.numa(r).values() if n is not None)
     try:
-        for container, r, count in requests:
-            if kubelet is not None and r in plugin_resources:
-                a = kubelet.allocate(pod_key, container, r, count)
-                ids = a.device_ids
-                out.plugin_envs[container, r] = a.envs
-            else:
-                ids = manager.allocate(pod_key, container, r, count)
-                problem = allocation_problem(config, ids, known.get(r, ()))
-                if problem:
-                    # what the kubelet would read from the plugin's refusal
-                    raise DeviceAllocationError(
-                        f"rpc error: code = Unknown desc = {allocation_refusal(r, problem)}"
-                    )
-            if ids:
-                out.devices.setdefault(container, {})[r] = ids  # a fresh list
+        for container, wanted in by_container.items():
+            affinity = None
+            if machine:
+                hints = [device_hints(manager.numa(r), manager.free_devices(r), count)
+                         for r, count in wanted]
+                ok, affinity = topology_admit(topology_policy, hints, machine)
+                if not ok:
+                    manager.pods.release(pod_key)
+                    out.failure = (TOPOLOGY_AFFINITY_ERROR, REJECTED_PREFIX + TOPOLOGY_AFFINITY_MESSAGE)
+                    return out
+            for r, count in wanted:
+                if kubelet is not None and r in plugin_resources:
+                    a = kubelet.allocate(pod_key, container, r, count, affinity=affinity)
+                    ids = a.device_ids
+                    out.plugin_envs[container, r] = a.envs
+                else:
+                    ids = manager.allocate(pod_key, container, r, count, affinity=affinity)
+                    problem = allocation_problem(config, ids, known.get(r, ()))
+                    if problem:
+                        # what the kubelet would read from the plugin's refusal
+                        raise DeviceAllocationError(
+                            f"rpc error: code = Unknown desc = {allocation_refusal(r, problem)}"
+                        )
+                if ids:
+                    out.devices.setdefault(container, {})[r] = ids  # a fresh list
     except DeviceAllocationError as err:
         manager.pods.release(pod_key)
         out.failure = (UNEXPECTED_ADMISSION_ERROR, admission_error_message(err))

@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,6 +52,8 @@ from ..errors import DeviceAllocationError, GpuLabError
 from .poddevices import PodDevices
 
 ENDPOINT_STOP_GRACE_PERIOD = 5 * 60.0  # seconds; the kubelet's endpointStopGracePeriod
+#: the plugin's GetPreferredAllocation: (available, must_include, size) -> device IDs
+Prefer = Callable[[list[str], list[str], int], list[str]]
 
 
 # ------------------------------------------------------------------ the manager
@@ -75,18 +77,20 @@ class DeviceManager:
 
     def __init__(self, devices: Mapping[str, Iterable[str]] | None = None, *,
                  grace_period: float = ENDPOINT_STOP_GRACE_PERIOD,
-                 clock: Callable[[], float] = time.monotonic):
+                 clock: Callable[[], float] = time.monotonic,
+                 numa: Mapping[str, int] | None = None):
         self.grace_period = float(grace_period)
         self.clock = clock
         self._lock = threading.RLock()
         self._endpoints: dict[str, Endpoint] = {}
         self._health: dict[str, dict[str, bool]] = {}  # resource -> id -> healthy, advertised order
+        self._numa: dict[str, dict[str, int | None]] = {}  # resource -> id -> NUMA node (topology)
         self._removed: set[str] = set()  # resources that left capacity (shown at 0)
         self._stopped: set[str] = set()  # resources whose endpoint is stopped (grace running)
         self.pods = PodDevices(self._lock)  # who holds which device (pod_devices.go)
         for resource, ids in (devices or {}).items():
             self.register(resource, None)
-            self.update_devices(resource, ids)
+            self.update_devices(resource, [(d, True, (numa or {}).get(d)) for d in ids])
 
     # ------------------------------------------------------------- plugins
     def register(self, resource: str, endpoint: str | None, options: Mapping[str, Any] | None = None) -> None:
@@ -129,21 +133,26 @@ class DeviceManager:
     def update_devices(self, resource: str, devices: Mapping[str, Any] | Iterable[Any]) -> None:
         """A ListAndWatch message: the full device list of ``resource``, replacing the last.
 
-        ``devices`` is IDs (all healthy), a mapping ID -> health, or pairs
-        ``(id, health)``; health is a bool or ``"Healthy"``/``"Unhealthy"``.
+        ``devices`` is IDs (all healthy), a mapping ID -> health, or tuples
+        ``(id, health)`` or ``(id, health, numa_node)``; health is a bool or
+        ``"Healthy"``/``"Unhealthy"``, ``numa_node`` the device's ``TopologyInfo`` (or None).
         """
         items = devices.items() if isinstance(devices, Mapping) else devices
         health: dict[str, bool] = {}
+        numa: dict[str, int | None] = {}
         for item in items:
             if isinstance(item, str):
                 health[item] = True
             else:
-                dev_id, h = item
+                dev_id, h, *node = item
                 health[str(dev_id)] = h is True or h == HEALTHY
+                if node and node[0] is not None:
+                    numa[str(dev_id)] = int(node[0])
         with self._lock:
             if resource not in self._endpoints:
                 raise GpuLabError(f"device update for {resource}, which no plugin registered")
             self._health[resource] = health
+            self._numa[resource] = numa
             self._removed.discard(resource)
 
     def set_health(self, resource: str, device_id: str, healthy: bool) -> None:
@@ -160,6 +169,12 @@ class DeviceManager:
             self._collect()
             return dict(self._health.get(resource, {}))
 
+    def numa(self, resource: str) -> dict[str, int | None]:
+        """Device ID -> NUMA node for every device of ``resource`` (None: no topology)."""
+        with self._lock:
+            nodes = self._numa.get(resource, {})
+            return {d: nodes.get(d) for d in self._health.get(resource, {})}
+
     def _collect(self) -> None:
         """Drop resources whose endpoint has been stopped for longer than the grace period."""
         if not self._stopped:
@@ -170,6 +185,7 @@ class DeviceManager:
             if ep.stop_time is not None and now - ep.stop_time > self.grace_period:
                 del self._endpoints[r]
                 self._health.pop(r, None)
+                self._numa.pop(r, None)
                 self._stopped.discard(r)
                 self._removed.add(r)
 
@@ -221,14 +237,15 @@ class DeviceManager:
             return self.free_devices(resource)
 
     def allocate(self, pod_key: str, container: str, resource: str, count: int,
-                 preferred: Iterable[str] | None = None) -> list[str]:
+                 prefer: Prefer | None = None, affinity: Collection[int] | None = None) -> list[str]:
         """Give ``count`` healthy free devices of ``resource`` to a container and record them.
 
-        ``preferred`` is the plugin's GetPreferredAllocation answer when a real
-        plugin was asked; without it ``preferred_allocation`` decides (the same
-        rule). A container that already holds devices of ``resource`` gets them
-        back if the count matches. Raises ``DeviceAllocationError`` with the
-        kubelet's message.
+        As the kubelet's ``devicesToAllocate``: with ``affinity`` (the Topology Manager's
+        NUMA nodes) devices on those nodes come first; the plugin's preference
+        (``prefer(available, must_include, size)``: its GetPreferredAllocation, when a real
+        plugin is asked; else ``preferred_allocation``, the same rule) chooses among them.
+        A container that already holds devices of ``resource`` gets them back if the
+        count matches. Raises ``DeviceAllocationError`` with the kubelet's message.
         """
         with self._lock:
             current = self.pods.get(pod_key, container, resource)
@@ -250,12 +267,37 @@ class DeviceManager:
                     f"Requested: {count}, Available: {len(free)}")
             if count <= 0:
                 return []
-            if preferred is not None:
-                ok = set(free)
-                ids = [d for d in dict.fromkeys(preferred) if d in ok][:count]
-                ids += [d for d in free if d not in set(ids)][: count - len(ids)]
+            numa = self._numa.get(resource, {})
+            if prefer is None:
+                health = self._health[resource]
+
+                def prefer(avail: list[str], must: list[str], size: int) -> list[str]:
+                    return preferred_allocation(avail, must, size, health, numa)
+
+            if affinity is None or not numa:
+                aligned: list[str] = []
             else:
-                ids = preferred_allocation(free, (), count, self._health[resource])
+                aligned = [d for d in free if numa.get(d) in affinity]
+            ids: list[str] = []
+
+            def take(devices: Iterable[str]) -> bool:
+                for d in devices:
+                    if len(ids) == count:
+                        break
+                    if d not in ids:
+                        ids.append(d)
+                return len(ids) == count
+
+            if count < len(aligned):
+                done = take(d for d in prefer(aligned, [], count) if d in set(aligned)) or take(aligned)
+            else:
+                done = take(aligned)
+                if not done:
+                    ok = set(free)
+                    done = take(d for d in prefer(free, list(ids), count) if d in ok)
+                if not done:  # unaligned, then devices without topology, in advertised order
+                    take(d for d in free if d in numa)
+                    take(free)
             self.pods.insert(pod_key, container, resource, ids)
             return list(ids)
 

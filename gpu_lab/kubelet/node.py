@@ -175,9 +175,15 @@ class AgentNode:
             self.plugin_dir,
             self.dir / "device-plugin.log",
             config_path,
-            extra_args=self._mig_args(),
+            extra_args=self._plugin_args(),
         )
         self.plugin.start()
+
+    def _plugin_args(self) -> list[str]:
+        """The plugin's ``--numa-nodes`` and ``--mig-config`` for the record's pool."""
+        spec = self.node.raw.get("nodePool") or {}
+        numa = (spec.get("gpu") or {}).get("numaNodes")
+        return ([] if numa is None else ["--numa-nodes", str(numa)]) + self._mig_args()
 
     def _mig_args(self) -> list[str]:
         """The plugin's ``--mig-config`` for the record's MIG config (none without one)."""
@@ -201,7 +207,7 @@ class AgentNode:
                                  f"not {_counts(node.devices)}")
         self.node, self.mig_layouts = node, layouts
         self.plugin_resources = set(offered)
-        self.started()[1].extra_args = self._mig_args()
+        self.started()[1].extra_args = self._plugin_args()
 
     def started(self) -> tuple[KubeletServer, PluginProcess]:
         """The kubelet side and the plugin process, for a node with a plugin once ``start_devices`` ran."""

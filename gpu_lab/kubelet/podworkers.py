@@ -142,7 +142,7 @@ class PodWorkers:
         for container, per in (held or {}).items():
             for r, ids in (per or {}).items():
                 try:
-                    sn.manager.allocate(st.uid, container, r, len(ids), preferred=ids)
+                    sn.manager.allocate(st.uid, container, r, len(ids), prefer=lambda *_, ids=ids: ids)
                 except (DeviceAllocationError, GpuLabError) as err:
                     log.warning("%s: %s keeps running without its %s: %s", sn.name, st.key, r, err)
         self._schedule_end(sn, st, pod)
@@ -154,6 +154,7 @@ class PodWorkers:
         got = admit_devices(
             m, st.uid, pl.device_requests(pod, set(m.capacity())), sn.config,
             kubelet=sn.kubelet, plugin_resources=sn.plugin_resources,
+            topology_policy=sn.node.topology_manager_policy,
         )  # fmt: skip
         if got.failure:
             self._reject(client, sn, st, pod, *got.failure)

@@ -155,7 +155,8 @@ def reconfigure(node: Node, new_config: str, *, pods_holding: list[str], evict: 
         raw.pop("warnings", None)
     new_node = replace(node, labels=labels, capacity=capacity, allocatable=allocatable,
                        taints=list(node.taints), annotations=dict(node.annotations),
-                       devices={r: list(ids) for r, ids in state.devices.items()}, raw=raw)
+                       devices={r: list(ids) for r, ids in state.devices.items()},
+                       device_numa=dict(state.numa), raw=raw)
     before = _describe(old_name, node)
     after = ", ".join(f"{r}: {n}" for r, n in state.capacity.items()) or "no GPU resources"
     return ReconfigureResult(new_node, tuple(holders), "success", tuple(steps),

@@ -33,7 +33,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from concurrent import futures
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -219,7 +219,9 @@ class KubeletServer:
             for resp in client.stream:
                 if not self._current(client):
                     return
-                self.manager.update_devices(client.resource, [(d.ID, d.health) for d in resp.devices])
+                self.manager.update_devices(client.resource, [
+                    (d.ID, d.health, d.topology.nodes[0].ID if d.HasField("topology")
+                     and d.topology.nodes else None) for d in resp.devices])
                 self._notify()
         except grpc.RpcError as err:
             why = f"ListAndWatch ended unexpectedly: {rpc_error_text(err)}"
@@ -250,8 +252,10 @@ class KubeletServer:
             return {r: c.endpoint for r, c in self._clients.items()}
 
     # allocation -------------------------------------------------------------
-    def allocate(self, pod_key: str, container: str, resource: str, count: int) -> Allocation:
-        """The kubelet's allocation of ``count`` devices of ``resource`` for one container."""
+    def allocate(self, pod_key: str, container: str, resource: str, count: int,
+                 affinity: Collection[int] | None = None) -> Allocation:
+        """The kubelet's allocation of ``count`` devices of ``resource`` for one container
+        (``affinity``: the Topology Manager's NUMA nodes, devices on them first)."""
         pb2, m = self.pb2, self.manager
         held = m.pods.get(pod_key, container, resource)
         if held:  # container restart: same devices, no new Allocate call
@@ -260,18 +264,22 @@ class KubeletServer:
             return self._allocation(resource, ids, resp)
         with self._lock:
             client = self._clients.get(resource)
-        free = m.available(resource)
-        preferred = None
-        if (client is not None and client.options.get("get_preferred_allocation_available")
-                and 0 < count <= len(free)):
-            request = pb2.PreferredAllocationRequest(container_requests=[
-                pb2.ContainerPreferredAllocationRequest(available_deviceIDs=free, allocation_size=count)])
-            try:
-                answer = client.stub.GetPreferredAllocation(request, timeout=self.rpc_timeout)
-            except grpc.RpcError as err:
-                raise DeviceAllocationError(rpc_error_text(err)) from None
-            preferred = list(answer.container_responses[0].deviceIDs) if answer.container_responses else []
-        ids = m.allocate(pod_key, container, resource, count, preferred=preferred)
+        prefer = None
+        if client is not None and client.options.get("get_preferred_allocation_available"):
+            def prefer(available: list[str], must: list[str], size: int) -> list[str]:
+                request = pb2.PreferredAllocationRequest(container_requests=[
+                    pb2.ContainerPreferredAllocationRequest(
+                        available_deviceIDs=available, must_include_deviceIDs=must,
+                        allocation_size=size)])
+                try:
+                    answer = client.stub.GetPreferredAllocation(request, timeout=self.rpc_timeout)
+                except grpc.RpcError as err:
+                    raise DeviceAllocationError(rpc_error_text(err)) from None
+                return list(answer.container_responses[0].deviceIDs) if answer.container_responses else []
+        else:
+            def prefer(available: list[str], must: list[str], size: int) -> list[str]:
+                return []  # no GetPreferredAllocation: the kubelet takes what is left
+        ids = m.allocate(pod_key, container, resource, count, prefer=prefer, affinity=affinity)
         if not ids:
             return Allocation(resource, [])
         if client is None:

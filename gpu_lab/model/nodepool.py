@@ -10,7 +10,7 @@ labels, the same capacity, the same device IDs. ``NodePool`` is our own kind:
     metadata: {name: h100}
     spec:
       count: 2                       # nodes h100-0, h100-1
-      gpu: {model: H100-80GB, count: 8}
+      gpu: {model: H100-80GB, count: 8, numaNodes: 2}  # numaNodes optional: see below
       cpu: "96"                      # optional with a gpu: see below
       memory: 1024Gi                 # optional with a gpu: see below
       ephemeralStorage: 100Gi        # optional, default 100Gi
@@ -25,6 +25,8 @@ labels, the same capacity, the same device IDs. ``NodePool`` is our own kind:
       autoscaling: {minCount: 0, maxCount: 8, provisioningDelay: 5m}  # optional: see below
       pricePerHour: 98.32            # optional: USD per node-hour, over the catalog's price
       dra: {}                        # optional: NVIDIA's DRA driver instead of the device plugin
+      topologyManagerPolicy: none    # optional: the kubelet's; none, best-effort, restricted,
+                                     # single-numa-node (gpu_lab.kubelet.topologymanager)
 
 ``mig.config`` names one of NVIDIA's predefined mig-parted configs for the GPU
 model (``all-disabled``, ``all-enabled``, ``all-<profile>``, ``all-balanced``;
@@ -41,6 +43,11 @@ warning in ``Node.raw["warnings"]`` when MIG is on, since such a GPU is
 useless to a container). A pool whose plugin would refuse to start (single
 with several profiles, MIG enabled without instances under single/mixed,
 MPS on MIG) is an error.
+
+``gpu.numaNodes`` splits the GPUs over NUMA nodes in contiguous blocks (GPU0.. on node
+0), which the device plugin reports per device and the Topology Manager acts on; left
+out, gpu-lab's model decides: two for eight or more GPUs, one below
+(``gpu_lab.gpus.topology``).
 
 ``cpu`` and ``memory`` may be left out when the pool has GPUs: they default
 to the catalog's reference machine for the GPU model
@@ -108,6 +115,7 @@ from ..gpus.labels import (
     parse_sharing,
 )
 from ..gpus.migparted import resolve
+from ..gpus.topology import MAX_NUMA_NODES, TOPOLOGY_MANAGER_POLICIES
 from ..names import POOL_LABEL
 from .duration import parse_duration
 from .objects import TAINT_EFFECTS, Node, Taint, is_extended_resource
@@ -122,7 +130,7 @@ MAX_NODES = 5000  # Kubernetes supports clusters of up to 5,000 nodes
 DEFAULT_EPHEMERAL_STORAGE = "100Gi"
 SPEC_FIELDS = ("count", "autoscaling", "gpu", "cpu", "memory", "ephemeralStorage", "pods",
                "instanceType", "pricePerHour", "zones", "systemReserved", "labels", "taints",
-               "devicePlugin", "mig", "dra")
+               "devicePlugin", "mig", "dra", "topologyManagerPolicy")
 ZONE_LABEL = "topology.kubernetes.io/zone"
 #: what the kubelet's systemReserved may hold that a NodePool node has
 RESERVABLE = ("cpu", "ephemeral-storage", "memory")
@@ -325,6 +333,12 @@ class _Pool:
         self.read_device_plugin(spec.get("devicePlugin"))
         self.check(self.read_mig, spec.get("mig"))
         self.dra = self.check(self.read_dra, spec.get("dra"))
+        self.topology_policy = spec.get("topologyManagerPolicy", "none")
+        if self.topology_policy not in TOPOLOGY_MANAGER_POLICIES:
+            supported = ", ".join(f'"{p}"' for p in sorted(TOPOLOGY_MANAGER_POLICIES))
+            self.record("spec.topologyManagerPolicy",
+                        f'Unsupported value: {self.topology_policy!r}: supported values: {supported}')
+            self.topology_policy = "none"
         if not self.errors and self.model is not None and self.gpus:
             try:  # what a node of the pool advertises must fit the kubelet's gRPC limit
                 self.gpu_state(f"{name}-0")
@@ -484,7 +498,7 @@ class _Pool:
         return val
 
     def read_gpu(self, gpu: Any) -> None:
-        self.model, self.gpus, self.gpu_invalid = None, 0, False
+        self.model, self.gpus, self.gpu_invalid, self.numa_nodes = None, 0, False, None
         if gpu is None:
             return
         before = len(self.errors)
@@ -492,9 +506,17 @@ class _Pool:
             self.record("spec.gpu", "must be a mapping with model and count")
             self.gpu_invalid = True
             return
-        for field in sorted(set(gpu) - {"model", "count"}):
-            self.record(f"spec.gpu.{field}", "unknown field (known: model, count)")
+        for field in sorted(set(gpu) - {"model", "count", "numaNodes"}):
+            self.record(f"spec.gpu.{field}", "unknown field (known: model, count, numaNodes)")
         gpus = self.check(self.integer, "spec.gpu.count", gpu.get("count"), required=True)
+        self.numa_nodes = None
+        if gpu.get("numaNodes") is not None:
+            numa = self.check(self.integer, "spec.gpu.numaNodes", gpu["numaNodes"])
+            if numa is not None and not 1 <= numa <= MAX_NUMA_NODES:
+                self.record("spec.gpu.numaNodes", f"Invalid value: {numa}: must be between 1 and "
+                            f"{MAX_NUMA_NODES} (the Topology Manager's limit)")
+            elif numa is not None:
+                self.numa_nodes = numa
         if gpus is not None and gpus > MAX_GPUS_PER_NODE:
             self.record("spec.gpu.count", f"Invalid value: {gpus}: must be no more than "
                         f"{MAX_GPUS_PER_NODE} (no machine holds more GPUs)")
@@ -635,7 +657,7 @@ class _Pool:
             return GpuNodeState({}, {}, {})
         state = gpu_node_state(node_name, self.model, self.gpus, sharing=self.sharing,
                                mig_strategy=self.mig_strategy, mig_layouts=self.mig_layouts,
-                               machine=self.instance_type)
+                               machine=self.instance_type, numa_nodes=self.numa_nodes)
         if self.mig_config:
             state.labels[MIG_CONFIG_LABEL] = self.mig_config
             state.labels[MIG_STATE_LABEL] = "success"
@@ -655,13 +677,14 @@ class _Pool:
             labels[ZONE_LABEL] = self.zones[i % len(self.zones)]
         capacity = dict(self.resources)
         devices: dict[str, list[str]] = {}
+        numa: dict[str, int] = {}
         raw: dict[str, Any] = {"nodePool": copy.deepcopy(self.spec)}
         if self.model is not None and self.gpus:
             state = self.gpu_state(name)
             labels.update(state.labels)
             if self.dra is None:  # a DRA pool's GPUs are ResourceSlices, not extended resources
                 capacity.update(state.capacity)
-                devices = state.devices
+                devices, numa = state.devices, state.numa
                 if state.warnings:
                     raw["warnings"] = list(state.warnings)
         labels.update(self.user_labels)
@@ -675,6 +698,8 @@ class _Pool:
             allocatable=allocatable,
             pool=self.name,
             devices=devices,
+            device_numa=numa,
+            topology_manager_policy=self.topology_policy,
             raw=raw,
         )
 

@@ -86,6 +86,10 @@ class Node:
     # Device IDs per resource the node's device plugin advertises (what
     # ListAndWatch would list), e.g. {"nvidia.com/gpu": ["GPU-...", ...]}.
     devices: dict[str, list[str]] = field(default_factory=dict)
+    # NUMA node of each device (the TopologyInfo NVIDIA's plugin reports), and the
+    # kubelet's topologyManagerPolicy, which acts on it at admission.
+    device_numa: dict[str, int] = field(default_factory=dict, repr=False)
+    topology_manager_policy: str = "none"
     raw: dict[str, Any] = field(default_factory=dict, repr=False)
 
 

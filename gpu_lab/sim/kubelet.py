@@ -69,7 +69,8 @@ class Kubelets:
 
     def start(self, node: Node) -> None:
         """A node joins (or its GPUs were repartitioned): a fresh device manager for what it advertises."""
-        self.devices[node.name] = DeviceManager(advertised_devices(node), clock=lambda: self.cluster.now)
+        self.devices[node.name] = DeviceManager(advertised_devices(node), clock=lambda: self.cluster.now,
+                                                numa=node.device_numa)
         self._plugin_configs.pop(node.name, None)
         self.failed_gpus.pop(node.name, None)  # a new machine
 
@@ -123,7 +124,9 @@ class Kubelets:
             devices = dm.devices
             wanted = [(c, r, v) for c, r, v in wanted_devices if r in devices]
             if wanted:
-                failure = admit_devices(dm, pod.key, wanted, self.plugin_config(node)).failure
+                failure = admit_devices(dm, pod.key, wanted, self.plugin_config(node),
+                                        topology_policy=self.cluster.nodes[node].topology_manager_policy
+                                        ).failure
         if failure:
             return failure
         free = snap.free.item

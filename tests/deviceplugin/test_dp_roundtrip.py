@@ -231,3 +231,35 @@ def test_cdi_answers_reach_the_kubelet_side_over_grpc(dirs, spawn, tmp_path):
         assert a.cdi_devices == names and not a.envs
         ((key, value),) = a.annotations.items()
         assert key.startswith("cdi.k8s.io/nvidia-device-plugin_") and value == ",".join(names)
+
+
+def test_an_eight_gpu_plugin_reports_numa_nodes_and_prefers_one_over_grpc(dirs, spawn):
+    """ListAndWatch carries each GPU's NUMA node; GetPreferredAllocation keeps a request on
+    one NUMA node and leaves the fuller one whole, as NVIDIA's best-effort policy does."""
+    plugin_dir = dirs[0]
+    u8 = gpu_node_state("h100-0", "H100-80GB", 8).devices[GPU]
+    with KubeletServer(plugin_dir) as kubelet:
+        m = kubelet.manager
+        spawn(gpus=8)
+        assert kubelet.wait_for(lambda: m.allocatable().get(GPU) == 8, START), logs_of(dirs)
+        assert list(m.numa(GPU).values()) == [0, 0, 0, 0, 1, 1, 1, 1]
+        assert kubelet.allocate("default/one", "c", GPU, 1).device_ids == [u8[0]]
+        # NUMA node 0 has three free, node 1 four: four go to node 1, two to node 0
+        assert kubelet.allocate("default/four", "c", GPU, 4).device_ids == u8[4:8]
+        assert kubelet.allocate("default/two", "c", GPU, 2).device_ids == u8[1:3]
+    log = logs_of(dirs)
+    assert f"preferred allocation nvidia.com/gpu: 4 of {','.join(u8[1:])} -> {','.join(u8[4:])}" in log
+
+
+def test_numa_nodes_flag_splits_the_gpus_and_a_bad_value_is_one_line(dirs, spawn):
+    plugin_dir = dirs[0]
+    with KubeletServer(plugin_dir) as kubelet:
+        m = kubelet.manager
+        spawn("--numa-nodes", "4", gpus=8)
+        assert kubelet.wait_for(lambda: m.allocatable().get(GPU) == 8, START), logs_of(dirs)
+        assert list(m.numa(GPU).values()) == [0, 0, 1, 1, 2, 2, 3, 3]
+    bad = subprocess.run([sys.executable, "-m", "gpu_lab.deviceplugin.plugin", "--model", "H100-80GB",
+                          "--gpus", "8", "--numa-nodes", "9", "--plugin-dir", plugin_dir],
+                         cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 1
+    assert bad.stderr.strip().splitlines() == ["error: numaNodes must be an integer from 1 to 8, got 9"]

@@ -132,7 +132,7 @@ def test_container_restart_gets_the_same_devices_and_changed_counts_fail(dm):
 
 def test_plugin_preference_is_followed_within_free_healthy_devices(dm):
     dm.allocate("ns/p", "c", GPU, 1)  # takes GPU-0
-    ids = dm.allocate("ns/q", "c", GPU, 2, preferred=["GPU-0", "GPU-3"])  # GPU-0 is taken
+    ids = dm.allocate("ns/q", "c", GPU, 2, prefer=lambda *_: ["GPU-0", "GPU-3"])  # GPU-0 is taken
     assert ids == ["GPU-3", "GPU-1"]
 
 

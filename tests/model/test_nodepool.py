@@ -239,7 +239,7 @@ KNOWN = "A100-40GB, A100-80GB, A10G, H100-80GB, H200-141GB, L4, L40S, T4"
          f'NodePool "h100" is invalid: spec.gpu.model: unknown GPU model "X100" (known: {KNOWN})'),
         ({"gpu": {"count": 8}}, 'NodePool "h100" is invalid: spec.gpu.model: Required value'),
         ({"gpu": {"model": "H100", "count": 8, "type": "sxm"}},
-         'NodePool "h100" is invalid: spec.gpu.type: unknown field (known: model, count)'),
+         'NodePool "h100" is invalid: spec.gpu.type: unknown field (known: model, count, numaNodes)'),
         ({"gpu": {"model": "H100", "count": -1}},
          'NodePool "h100" is invalid: spec.gpu.count: Invalid value: -1: must be greater than or equal to 0'),
         ({"gpu": {"model": "H100", "count": 1.5}},
@@ -259,7 +259,7 @@ KNOWN = "A100-40GB, A100-80GB, A10G, H100-80GB, H200-141GB, L4, L40S, T4"
          f"NodePool \"h100\" is invalid: spec.ephemeralStorage: quantities must match the regular expression '{QUANTITY_PATTERN}'"),
         ({"gpus": 8}, 'NodePool "h100" is invalid: spec.gpus: unknown field (known: count, autoscaling, gpu, cpu, '
                       "memory, ephemeralStorage, pods, instanceType, pricePerHour, zones, systemReserved, labels, taints, devicePlugin, "
-                      "mig, dra)"),
+                      "mig, dra, topologyManagerPolicy)"),
         ({"taints": [{"key": "gpu", "effect": "NoRun"}]},
          'NodePool "h100" is invalid: spec.taints[0].effect: Unsupported value: "NoRun": '
          'supported values: "NoSchedule", "PreferNoSchedule", "NoExecute"'),
@@ -599,7 +599,7 @@ def test_metadata_and_unknown_fields_join_the_list():
                           "RFC 1123 label")
     known = ("count, autoscaling, gpu, cpu, memory, ephemeralStorage, pods, instanceType, pricePerHour, zones, "
              "systemReserved, labels, "
-             "taints, devicePlugin, mig, dra")
+             "taints, devicePlugin, mig, dra, topologyManagerPolicy")
     assert msg.endswith(f", spec.gpus: unknown field (known: {known}), spec.replicas: unknown field (known: "
                         f"{known}), spec.count: Invalid value: -1: must be greater than or equal to 0]")
 

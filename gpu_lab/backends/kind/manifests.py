@@ -63,6 +63,7 @@ class GpuPool:
     mig_config: str | None  # the mig-parted config name (nvidia.com/mig.config)
     mig_parted: dict | None  # the pool's own mig-parted file, if any
     resources: dict[str, int]  # what each node advertises, e.g. {"nvidia.com/gpu": 8}
+    numa_nodes: int | None = None  # spec.gpu.numaNodes, when the pool sets it
 
 
 def gpu_pools(workers: list[Worker]) -> list[GpuPool]:
@@ -88,6 +89,7 @@ def gpu_pools(workers: list[Worker]) -> list[GpuPool]:
             mig_config=rec.labels.get(MIG_CONFIG_LABEL) if mig else None,
             mig_parted=copy.deepcopy(mig.get("migParted")),
             resources=resources,
+            numa_nodes=gpu.get("numaNodes"),
         )
     return list(pools.values())
 
@@ -156,6 +158,8 @@ def plugin_args(pool: GpuPool) -> list[str]:
             args += ["--mig-config-name", pool.mig_config]
     elif pool.mig_config:
         args += ["--mig-config", pool.mig_config]
+    if pool.numa_nodes is not None:
+        args += ["--numa-nodes", str(pool.numa_nodes)]
     return args
 
 

@@ -23,6 +23,7 @@ import gpu_lab
 from gpu_lab.backends.kind import build as kind_build
 from gpu_lab.backends.kind.session import show_devices_pod
 from gpu_lab.fidelity import mirror_documents, real_choices, replaying
+from gpu_lab.gpus.labels import gpu_uuids
 
 pytestmark = [pytest.mark.kind, pytest.mark.xdist_group("kind")]
 
@@ -266,6 +267,39 @@ def test_a_plugin_restart_leaves_running_pods_their_devices(lab):
     assert lab.pods().set_index("name").loc["keeper", "phase"] == "Running"
     assert held(_checkpoint(lab, "h100-0")) == devices
     lab.delete("keeper")
+
+
+def test_the_real_kubelet_asks_the_plugin_which_gpus_and_takes_its_numa_choice(lab):
+    """``GetPreferredAllocation`` on the real kubelet: with GPU 0 taken, a 4-GPU pod gets the
+    whole second NUMA node (GPUs 4-7), the plugin's best-effort answer (the kubelet alone
+    takes any four from a set: all on one node by chance 1 in 35). The plugin's log has the
+    kubelet's question and its answer; the sim hands out the same GPUs."""
+    def pod(name: str, gpus: int) -> dict:
+        return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+                "spec": {"tolerations": TOLERATE, "nodeSelector": {"kubernetes.io/hostname": "h100-0"},
+                         "containers": [{"name": "c", "image": "x",
+                                         "resources": {"limits": {"nvidia.com/gpu": gpus}}}]}}
+
+    twin = gpu_lab.connect("sim", deterministic=True)
+    twin.apply(SCENARIO)
+    held = {}
+    for name, gpus in (("numa-one", 1), ("numa-four", 4)):
+        lab.apply([pod(name, gpus)])
+        _until(f"{name} to run", lambda n=name: lab.schedule().set_index("name").loc[n, "phase"] == "Running")
+        held[name] = sorted(lab.pods().set_index("name").loc[name, "devices"]["nvidia.com/gpu"])
+        twin.apply([pod(name, gpus)])
+        twin.schedule()
+        assert sorted(twin.pods().set_index("name").loc[name, "devices"]["nvidia.com/gpu"]) == held[name]
+    uuids = gpu_uuids("h100-0", 8)
+    assert held == {"numa-one": [uuids[0]], "numa-four": sorted(uuids[4:])}
+    plugin = _kubectl(lab, "-n", "gpu-lab-system", "get", "pods", "-o", "name",
+                      "--field-selector", "spec.nodeName=h100-0").split()
+    assert len(plugin) == 1, plugin
+    log = _kubectl(lab, "-n", "gpu-lab-system", "logs", plugin[0])
+    assert "preferred allocation nvidia.com/gpu: 4 of " in log
+    assert f"-> {','.join(uuids[4:])}" in log
+    for name in held:
+        lab.delete(name)
 
 
 def test_scheduling_on_kind_matches_the_sim(lab, sim):
