@@ -21,6 +21,7 @@ from .diagrams import dra_objects, framework, gang_admission, request_flow
 from .export import save, use_offline_renderer
 from .fragmentation import fragmentation
 from .mig import mig_layout, mig_profiles
+from .numa import numa_layout
 from .occupancy import occupancy
 from .scores import scores
 from .timeline import timeline
@@ -43,6 +44,7 @@ __all__ = [
     "mig_layout",
     "mig_profiles",
     "nodes_over_time",
+    "numa_layout",
     "occupancy",
     "request_flow",
     "run_costs",

@@ -87,6 +87,8 @@ class KindPlan:
             patches=self.patches,
             resources=self.resources,
             create=create,
+            topology_policies={w.container: w.record.topology_manager_policy for w in self.workers
+                               if w.record is not None and w.record.topology_manager_policy != "none"},
         )
 
     def script(self, create: bool = True) -> str:

@@ -134,6 +134,19 @@ def label_node(kubeconfig: Path, patch: NodePatch) -> Step:
                 "(GPU Feature Discovery's and the kubelet-refused)")
 
 
+#: the kubelet's configuration file kubeadm writes on a node when it joins
+KUBELET_CONFIG = "/var/lib/kubelet/config.yaml"
+
+
+def kubelet_topology_policy(container: str, policy: str) -> Step:
+    """Set the worker's ``topologyManagerPolicy`` in its kubelet's config and restart it (a
+    fresh ``kubeadm join`` writes the file anew, so the next reshape starts from none)."""
+    script = (f"sed -i '/^topologyManagerPolicy:/d' {KUBELET_CONFIG} && "
+              f"echo 'topologyManagerPolicy: {policy}' >> {KUBELET_CONFIG} && systemctl restart kubelet")
+    return Step(("docker", "exec", container, "sh", "-c", script),
+                f"{container}'s kubelet: topologyManagerPolicy {policy} (restarted)", 60.0)
+
+
 def taint_node(kubeconfig: Path, patch: NodePatch) -> Step:
     return Step(kubectl(kubeconfig, "taint", "nodes", "-l", patch.selector, "--overwrite",
                         *patch.taint_args()),
@@ -174,9 +187,11 @@ def up_steps(
     patches: list[NodePatch],
     resources: dict[str, dict[str, int]],
     create: bool = True,
+    topology_policies: dict[str, str] | None = None,
 ) -> list[Step]:
     """The whole ``up`` sequence after the preflight checks (the images are built by
-    ``gpu-lab kind build``).
+    ``gpu-lab kind build``). ``topology_policies``: worker container -> the kubelet's
+    ``topologyManagerPolicy``, for the workers whose node sets one.
 
     ``manifests`` is None when no pool has GPUs (nothing to load or deploy);
     ``create=False`` reuses a cluster that already exists."""
@@ -187,6 +202,7 @@ def up_steps(
         steps.append(scale_coredns(kubeconfig))
     if plugin:
         steps.append(kind_load(name, image))
+    steps += [kubelet_topology_policy(c, p) for c, p in sorted((topology_policies or {}).items())]
     steps.append(wait_nodes_ready(kubeconfig))
     for p in patches:
         if p.labels:

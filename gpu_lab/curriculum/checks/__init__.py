@@ -13,7 +13,7 @@ from ...lazy import lazy_getattr
 from .feedback import Checklist, Feedback
 from .hints import Hint, hint, reset_hints
 
-_LABS = ("lab01", "lab02", "lab03", "lab04", "lab05", "lab06", "lab07", "lab08", "lab09", "lab11")
+_LABS = ("lab01", "lab02", "lab03", "lab04", "lab05", "lab06", "lab07", "lab08", "lab09", "lab11", "lab13")
 
 __all__ = ["Checklist", "Feedback", "Hint", "LabCheckFailed", "hint", "reset_hints", *_LABS]
 

@@ -16,7 +16,7 @@ from importlib import import_module
 
 from ...errors import GpuLabError
 
-LABS = ("01", "02", "03", "04", "05", "06", "07", "08", "09", "11")
+LABS = ("01", "02", "03", "04", "05", "06", "07", "08", "09", "11", "13")
 _shown: dict[str, int] = {}
 
 

@@ -19,9 +19,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...connection import connect
 from ...errors import LabCheckFailed
 from .feedback import Checklist, Feedback
+from .tickets import fresh_session
 
 __all__ = ["HINTS", "CLUSTER", "NAMESPACES", "check_diagnosis", "check_recovery", "paged_cluster"]
 
@@ -126,11 +126,7 @@ def paged_cluster(backend: str = "sim", **options: Any):
 
     ``options`` go to ``gpu_lab.connect`` (``deterministic=True`` unless given).
     """
-
-    options.setdefault("deterministic", True)
-    lab = connect(backend, **options)
-    if backend != "sim":
-        lab.reset()
+    lab = fresh_session(backend, options)
     lab.apply(CLUSTER)
     lab.apply("---\n".join(_pod(*pod) for pod in RUNNING))
     lab.schedule()
