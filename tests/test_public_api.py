@@ -7,7 +7,7 @@ import pytest
 import gpu_lab
 
 EXPECTED = {"BACKENDS", "Explanation", "GpuLabError", "InvalidObject", "NodeDescription",
-            "NotSupported", "Scenario", "Session", "Simulation", "__version__", "backend_available", "charts",
+            "NotSupported", "Scenario", "Session", "Simulation", "__version__", "allocate_response", "backend_available", "cdi_edits", "cdi_spec", "charts",
             "connect", "drill", "errors", "gpus", "labs", "load_scenario", "metrics", "simulate", "visible_devices_env"}
 NAMESPACES = ("gpus", "charts", "labs", "drill", "metrics", "errors")
 

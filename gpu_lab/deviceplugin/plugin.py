@@ -50,10 +50,11 @@ with ``gpus`` GPUs of one model, minus the hardware:
   as one annotation ``cdi.k8s.io/nvidia-device-plugin_<response uuid>`` (the prefix is
   ``cdiAnnotationPrefix``), ``cdi-cri`` as the response's ``cdi_devices``, which the
   kubelet passes to the runtime in the CRI's ``CDIDevices``; the runtime resolves them
-  against a CDI spec. Not modelled: the spec NVIDIA's plugin generates with NVML
-  (``/var/run/cdi/k8s.device-plugin.nvidia.com-gpu.json``), so on a real runtime such
-  a container fails to start with "unresolvable CDI devices", as it does on a node
-  whose spec is missing.
+  against a CDI spec. The spec NVIDIA's plugin generates with NVML
+  (``/var/run/cdi/k8s.device-plugin.nvidia.com-gpu.json``) is built as data by
+  ``cdispec.cdi_spec`` but not written: its device nodes do not exist on a fake node, so
+  on a real runtime such a container fails to start with "unresolvable CDI devices", as
+  it does on a node whose spec is missing. The answer itself is ``response.allocate_response``.
   ``PreStartContainer`` does nothing.
 * **Kubelet restarts**: like NVIDIA's plugin (which watches the folder with
   inotify) the plugin restarts its servers and registers again whenever
@@ -92,10 +93,8 @@ import signal
 import socket
 import sys
 import threading
-import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent import futures
-from dataclasses import dataclass
 from pathlib import Path
 
 # gRPC C-core prints INFO lines ("chttp2_transport ... Got goaway") to the terminal unless
@@ -106,8 +105,7 @@ import grpc  # noqa: E402
 
 from ..errors import GpuLabError
 from ..gpus.catalog import GpuModel, get_model
-from ..gpus.labels import GPU_RESOURCE, GpuNodeState, gpu_node_state
-from ..gpus.mig import geometry, validate_layout
+from ..gpus.labels import GpuNodeState, gpu_node_state
 from ..gpus.migparted import resolve
 from . import stubs
 from .config import (
@@ -123,7 +121,11 @@ from .deviceids import (
     VISIBLE_DEVICES,
     preferred_allocation,
     split_replica,
-    visible_devices,
+)
+from .response import (
+    DeviceInfo,
+    allocate_response,
+    device_info,
 )
 
 API_VERSION = "v1beta1"
@@ -131,24 +133,11 @@ DEFAULT_PLUGIN_DIR = "/var/lib/kubelet/device-plugins"
 KUBELET_SOCKET = "kubelet.sock"
 HEALTH_FILE = "gpu-lab-health"
 MAX_SOCKET_PATH = 107  # sun_path is 108 bytes with the terminating NUL
-VOLUME_MOUNTS_ROOT = "/var/run/nvidia-container-devices"
-CDI_VENDOR = "k8s.device-plugin.nvidia.com"  # the vendor NVIDIA's plugin gives its CDI devices
-CDI_ANNOTATION_PLUGIN = "nvidia-device-plugin"  # the plugin name in its CDI annotation keys
-MPS_CONTAINER_ROOT = "/mps"
 
 log = logging.getLogger("gpu_lab.deviceplugin")
 
 
 # ------------------------------------------------------------------ what is advertised
-@dataclass(frozen=True)
-class DeviceInfo:
-    """What NVIDIA's ``rm.Device`` knows about an advertised device besides its ID."""
-
-    gpu: int  # index of the (parent) GPU: its /dev/nvidia<gpu>
-    index: str  # NVIDIA's Index: "<gpu>", or "<gpu>:<mig>" for a MIG device
-    parent: str  # UUID of the (parent) GPU
-
-
 def node_state(model: GpuModel | str, count: int, config: DevicePluginConfig | None = None,
                node_name: str = "node", mig_layouts: Sequence[Mapping[str, int] | None] | None = None,
                numa_nodes: int | None = None) -> GpuNodeState:
@@ -173,37 +162,6 @@ def advertised_devices(model: GpuModel | str, count: int, config: DevicePluginCo
     if not state.devices and state.warnings:  # the last warning says why nothing is advertised
         raise GpuLabError(f"the device plugin cannot start: {state.warnings[-1]}")
     return {r: list(ids) for r, ids in state.devices.items()}
-
-
-def device_info(model: GpuModel | str, count: int, node_name: str = "node",
-                mig_layouts: Sequence[Mapping[str, int] | None] | None = None) -> dict[str, DeviceInfo]:
-    """GPU and MIG device ID (no replica suffix) -> its GPU, NVIDIA index and parent GPU UUID.
-
-    The IDs are ``gpu_node_state``'s (whole GPUs from the plain node, MIG
-    devices from the mixed strategy, whose per-profile lists run GPU by GPU
-    and, on one GPU, by first memory slice, the order of
-    ``mig.validate_layout``'s slots, which also numbers a GPU's MIG devices
-    here as NVML enumerates them on real hardware).
-    """
-    model = get_model(model)
-    gpus = gpu_node_state(node_name, model, count).devices.get(GPU_RESOURCE, [])
-    info = {u: DeviceInfo(g, str(g), u) for g, u in enumerate(gpus)}
-    if not mig_layouts or not any(mig_layouts):
-        return info
-    mixed = gpu_node_state(node_name, model, count, mig_strategy="mixed", mig_layouts=mig_layouts).devices
-    queues = {r: iter(ids) for r, ids in mixed.items() if r != GPU_RESOURCE}
-    if not queues:  # a MIG-enabled GPU without instances: no MIG device is ever advertised
-        return info
-    geom = geometry(model)
-    for g, layout in enumerate(mig_layouts):
-        if not layout:
-            continue
-        for j, slot in enumerate(validate_layout(model, layout).slots):
-            info[next(queues[geom.profile(slot.profile).resource])] = DeviceInfo(g, f"{g}:{j}", gpus[g])
-    left = [d for q in queues.values() for d in q]
-    if left:  # pragma: no cover - gpu_node_state changed its order
-        raise GpuLabError(f"internal error: MIG devices without a GPU: {', '.join(left)}")
-    return info
 
 
 def resolve_mig_config(model: GpuModel | str, count: int, mig_config, name: str | None = None
@@ -397,56 +355,16 @@ class ResourceServer:
         return allocation_problem(self.config, ids, self._health)
 
     def container_response(self, ids: list[str]):
-        cfg = self.config
-        gpus = visible_devices(ids)  # GPU or MIG UUIDs
-        if cfg.device_id_strategy == "index":
-            listed = [self.info[g].index for g in gpus]
-        else:
-            listed = gpus
-        resp = self.pb2.ContainerAllocateResponse()
-        names = cdi_names(cfg, listed)
-        if names and "cdi-annotations" in cfg.device_list_strategy:
-            # one annotation per response, keyed by a fresh ID (NVIDIA's responseID), as
-            # container-device-interface's UpdateAnnotations writes it
-            key = f"{cfg.cdi_annotation_prefix}{CDI_ANNOTATION_PLUGIN}_{uuid.uuid4()}"
-            resp.annotations[key] = ",".join(names)
-        if names and "cdi-cri" in cfg.device_list_strategy:
-            for n in names:
-                resp.cdi_devices.add(name=n)
-        if "envvar" in cfg.device_list_strategy:
-            resp.envs[VISIBLE_DEVICES] = ",".join(listed)
-        if "volume-mounts" in cfg.device_list_strategy:
-            resp.envs[VISIBLE_DEVICES] = VOLUME_MOUNTS_ROOT
-            for d in listed:
-                resp.mounts.add(host_path="/dev/null", container_path=f"{VOLUME_MOUNTS_ROOT}/{d}")
-        if cfg.sharing.strategy == "mps":
-            pipe = f"{MPS_CONTAINER_ROOT}/{self.resource}/pipe"
-            resp.envs["CUDA_MPS_PIPE_DIRECTORY"] = pipe
-            resp.mounts.add(container_path=pipe, host_path=os.path.join(cfg.mps_root, self.resource, "pipe"))
-            resp.mounts.add(container_path="/dev/shm", host_path=os.path.join(cfg.mps_root, "shm"))
-        if cfg.pass_device_specs:
-            for i in dict.fromkeys(self.info[g].gpu for g in gpus):
-                resp.devices.add(container_path=f"/dev/nvidia{i}", permissions="rw",
-                                 host_path=os.path.join(cfg.nvidia_driver_root, f"dev/nvidia{i}"))
-        if cfg.gds_enabled:
-            resp.envs["NVIDIA_GDS"] = "enabled"
-        if cfg.mofed_enabled:
-            resp.envs["NVIDIA_MOFED"] = "enabled"
+        """NVIDIA's ``ContainerAllocateResponse`` for ``ids`` (``response.allocate_response``)."""
+        answer = allocate_response(self.config, self.resource, ids, self.info)
+        resp = self.pb2.ContainerAllocateResponse(envs=answer["envs"], annotations=answer["annotations"])
+        for m in answer["mounts"]:
+            resp.mounts.add(**m)
+        for d in answer["devices"]:
+            resp.devices.add(**d)
+        for n in answer["cdi_devices"]:
+            resp.cdi_devices.add(name=n)
         return resp
-
-
-def cdi_names(cfg: DevicePluginConfig, listed: Sequence[str]) -> list[str]:
-    """The CDI devices NVIDIA's plugin names for an allocation under a CDI strategy: each
-    device (UUID or index, per deviceIDStrategy) of kind ``k8s.device-plugin.nvidia.com/gpu``,
-    then ``gds=all`` / ``mofed=all`` when enabled. Empty without a CDI strategy."""
-    if not any(s.startswith("cdi-") for s in cfg.device_list_strategy):
-        return []
-    names = [f"{CDI_VENDOR}/gpu={d}" for d in listed]
-    if cfg.gds_enabled:
-        names.append(f"{CDI_VENDOR}/gds=all")
-    if cfg.mofed_enabled:
-        names.append(f"{CDI_VENDOR}/mofed=all")
-    return names
 
 
 # ------------------------------------------------------------------ the plugin
