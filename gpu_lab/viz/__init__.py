@@ -7,7 +7,8 @@ Data is always inlined in the chart: nothing is fetched when it renders, and
 ``save`` writes PNG/SVG offline through vl-convert. Importing this package makes
 Altair render charts as inline SVG (``export.offline_renderer``) for the same reason.
 
-The flow diagrams (``framework``, ``request_flow``, ``gang_admission``, ``dra_objects``)
+The flow diagrams (``framework``, ``request_flow``, ``gang_admission``, ``dra_objects``,
+``gpu_operator``)
 read nothing: each is a fixed, self-contained SVG of how Kubernetes works, shown inline by
 Jupyter and kept by ``gpu-lab edition``'s HTML.
 """
@@ -17,7 +18,7 @@ from __future__ import annotations
 from .autoscaling import cost_comparison, nodes_over_time, run_costs
 from .contention import contention
 from .cost import cost, fleet_cost
-from .diagrams import dra_objects, framework, gang_admission, request_flow
+from .diagrams import dra_objects, framework, gang_admission, gpu_operator, request_flow
 from .export import save, use_offline_renderer
 from .fragmentation import fragmentation
 from .mig import mig_layout, mig_profiles
@@ -41,6 +42,7 @@ __all__ = [
     "fragmentation",
     "framework",
     "gang_admission",
+    "gpu_operator",
     "mig_layout",
     "mig_profiles",
     "nodes_over_time",

@@ -30,6 +30,9 @@ Sources, checked against Kubernetes v1.37:
   "Cluster Queue" (https://kueue.sigs.k8s.io/docs/concepts/cluster_queue/) docs, v0.17, API
   ``v1beta2``; "Gang Scheduling"
   (https://kubernetes.io/docs/concepts/scheduling-eviction/gang-scheduling/);
+- the GPU Operator: its operands and their rollout order in NVIDIA/gpu-operator
+  ``controllers/state_manager.go``, and "About the NVIDIA GPU Operator" / "Troubleshooting"
+  (https://docs.nvidia.com/datacenter/cloud-native/gpu-operator/latest/);
 - DRA: "Dynamic Resource Allocation"
   (https://kubernetes.io/docs/concepts/scheduling-eviction/dynamic-resource-allocation/),
   ``resource.k8s.io/v1``.
@@ -41,8 +44,8 @@ from collections.abc import Sequence
 
 from ._svg import SMALL_SIZE, Box, Canvas, Diagram
 
-__all__ = ["EXTENSION_POINTS", "Diagram", "dra_objects", "framework", "gang_admission",
-           "request_flow"]
+__all__ = ["EXTENSION_POINTS", "OPERATOR_STACK", "Diagram", "dra_objects", "framework",
+           "gang_admission", "gpu_operator", "request_flow"]
 
 #: (section, extension point, plugins of the default profile the lessons meet, note).
 #: Score weights are the default profile's. Volume and image plugins are left out.
@@ -318,4 +321,54 @@ def dra_objects() -> Diagram:
     c.note(16, row[0].bottom + 24, "Blue: API objects (resource.k8s.io/v1). Violet: the vendor's "
                                    "driver and what it publishes. No count like nvidia.com/gpu: "
                                    "the scheduler sees the devices themselves.", 850)
+    return c.diagram()
+
+
+#: The GPU Operator's operands on a GPU node, in the order its ClusterPolicy controller
+#: rolls them out (NVIDIA/gpu-operator ``controllers/state_manager.go``: pre-requisites,
+#: driver, container toolkit, operator validation, device plugin, MPS control daemon, DCGM,
+#: dcgm-exporter, GPU Feature Discovery, MIG manager, ...); those after the driver wait for it
+#: and the toolkit (init containers validate the driver and the toolkit). (key, DaemonSet, what it
+#: does, what a node shows when it is broken).
+OPERATOR_STACK: tuple[tuple[str, str, str, str], ...] = (
+    ("nfd", "Node Feature Discovery", "labels feature.node.kubernetes.io/pci-10de.present=true "
+     "(10de: NVIDIA's PCI vendor ID); the operator then labels nvidia.com/gpu.present=true",
+     "no operand pod on the node at all"),
+    ("driver", "nvidia-driver-daemonset", "builds and loads the kernel driver (or a "
+     "preinstalled one is used)", "driver pod CrashLoopBackOff; every later pod stuck in Init"),
+    ("toolkit", "nvidia-container-toolkit-daemonset", "configures containerd / CRI-O for the "
+     "NVIDIA runtime and CDI", "toolkit pod in Init (waits for the driver); GPU pods fail to start"),
+    ("validator", "nvidia-operator-validator", "runs driver, toolkit, CUDA and plugin checks as "
+     "init containers", "the first failing init container names the broken layer"),
+    ("plugin", "nvidia-device-plugin-daemonset", "registers nvidia.com/gpu with the kubelet "
+     "(lesson 01)", "no nvidia.com/gpu in capacity, or allocatable 0"),
+    ("dcgm", "nvidia-dcgm-exporter", "DCGM's GPU metrics per pod (lesson 08)",
+     "no DCGM_FI_* series; scheduling is unaffected"),
+    ("gfd", "gpu-feature-discovery", "labels nvidia.com/gpu.product, .memory, .count, MIG "
+     "and sharing labels", "pods selecting nvidia.com/gpu.product stay Pending"),
+    ("mig", "nvidia-mig-manager", "applies nvidia.com/mig.config with mig-parted (lesson 02)",
+     "nvidia.com/mig.config.state=failed; the MIG resources never appear"),
+)
+
+
+def gpu_operator() -> Diagram:
+    """What the GPU Operator installs on a GPU node, in order, and how each layer fails."""
+    c = Canvas("gpu_operator", 880, "The GPU Operator's stack on one node, in rollout order",
+               "Top to bottom, in rollout order: Node Feature Discovery, the driver, the container "
+               "toolkit, the validator, the device plugin, dcgm-exporter, GPU Feature Discovery and "
+               "the MIG manager; beside each, what a node shows when that layer is broken.")
+    c.text(30, 60, "DaemonSet (namespace gpu-operator), in rollout order", SMALL_SIZE, bold=True)
+    c.text(540, 60, "When it is broken, the node shows", SMALL_SIZE, bold=True)
+    tones = {"nfd": "grey", "driver": "orange", "toolkit": "orange", "validator": "grey",
+             "plugin": "violet", "dcgm": "green", "gfd": "blue", "mig": "blue"}
+    steps = [(key, name, does, tones[key]) for key, name, does, _ in OPERATOR_STACK]
+    boxes = _column(c, steps, 30, 72, 480, 22)
+    for (key, _, _, broken), box in zip(OPERATOR_STACK, boxes):
+        c.note(540, box.y + 18, broken, 320)
+    c.note(30, boxes[-1].bottom + 24, "The operands after the driver wait for it and for the "
+                                      "toolkit (init containers validate both), so a broken driver "
+                                      "or toolkit leaves every operand below it in Init: read the "
+                                      "first pod in this order that is not Running (kubectl get "
+                                      "pods -n gpu-operator -o wide --field-selector "
+                                      "spec.nodeName=<node>).", 830)
     return c.diagram()

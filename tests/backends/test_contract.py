@@ -180,10 +180,12 @@ LESSONS = Path(__file__).parents[2] / "lessons"
 
 #: the lessons whose behaviour differs on the real control plane: the plugin's outage and
 #: grace period (01), the MIG manager's relabel (02), the API server's quota admission and
-#: the controllers' FailedCreate (11). Lesson 00 (apply, schedule, explain) has nothing of its
+#: the controllers' FailedCreate (11), the plugin restarted with pods running (12), the fake
+#: plugin's GetPreferredAllocation over gRPC and the node agent's Topology Manager (13). Lesson 00 (apply, schedule, explain) has nothing of its
 #: own there: its placements and messages are the fidelity suite's, and explain on local
 #: (the real scheduler's message and scores) is compared with the sim's in test_fidelity.py.
-ON_LOCAL = ["01_device_plugin.ipynb", "02_mig.ipynb", "11_sharing_gpus.ipynb"]
+ON_LOCAL = ["01_device_plugin.ipynb", "02_mig.ipynb", "11_sharing_gpus.ipynb", "12_gpu_node_stack.ipynb",
+            "13_topology.ipynb"]
 
 
 @pytest.fixture

@@ -25,7 +25,7 @@ ALLOWED_LESSONS = {
     "00_start_here.ipynb", "01_device_plugin.ipynb", "02_mig.ipynb", "03_time_slicing_mps.ipynb",
     "04_bin_packing.ipynb", "05_scheduler_profiles.ipynb", "06_autoscaling_cost.ipynb",
     "07_gang_scheduling.ipynb", "08_gpu_utilisation.ipynb", "09_dra.ipynb", "10_interview.ipynb",
-    "11_sharing_gpus.ipynb", "13_topology.ipynb",
+    "11_sharing_gpus.ipynb", "12_gpu_node_stack.ipynb", "13_topology.ipynb",
 }
 EXPORT_KEYS = ["id", "topic", "level", "question", "answer", "follow_ups", "lesson"]
 README = Path(__file__).resolve().parents[2] / "README.md"

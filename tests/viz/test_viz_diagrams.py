@@ -17,7 +17,8 @@ from gpu_lab.viz import _svg, diagrams
 charts = gpu_lab.charts
 NS = "{http://www.w3.org/2000/svg}"
 ALL = {"framework": charts.framework, "request_flow": charts.request_flow,
-       "gang_admission": charts.gang_admission, "dra_objects": charts.dra_objects}
+       "gang_admission": charts.gang_admission, "dra_objects": charts.dra_objects,
+       "gpu_operator": charts.gpu_operator}
 every_diagram = pytest.mark.parametrize("name", sorted(ALL))
 
 
