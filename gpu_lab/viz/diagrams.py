@@ -363,7 +363,7 @@ def gpu_operator() -> Diagram:
              "plugin": "violet", "dcgm": "green", "gfd": "blue", "mig": "blue"}
     steps = [(key, name, does, tones[key]) for key, name, does, _ in OPERATOR_STACK]
     boxes = _column(c, steps, 30, 72, 480, 22)
-    for (key, _, _, broken), box in zip(OPERATOR_STACK, boxes):
+    for (_, _, _, broken), box in zip(OPERATOR_STACK, boxes, strict=True):
         c.note(540, box.y + 18, broken, 320)
     c.note(30, boxes[-1].bottom + 24, "The operands after the driver wait for it and for the "
                                       "toolkit (init containers validate both), so a broken driver "
