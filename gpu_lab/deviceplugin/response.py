@@ -31,7 +31,7 @@ from ..errors import GpuLabError
 from ..gpus.catalog import GpuModel, get_model
 from ..gpus.labels import GPU_RESOURCE, gpu_node_state
 from ..gpus.mig import geometry, validate_layout
-from .config import DevicePluginConfig
+from .config import DevicePluginConfig, parse_config
 from .deviceids import VISIBLE_DEVICES, visible_devices
 
 VOLUME_MOUNTS_ROOT = "/var/run/nvidia-container-devices"
@@ -137,8 +137,6 @@ def plugin_answer(device_ids: Sequence[str], *, model: GpuModel | str, gpus: int
                   resource: str = GPU_RESOURCE) -> dict[str, Any]:
     """``allocate_response`` for whole GPUs of a gpu-lab node: ``device_plugin`` is the
     NodePool's ``spec.devicePlugin`` (NVIDIA's config file, ``version: v1``)."""
-    from .config import parse_config  # the config parser is the plugin's own
-
     info = device_info(get_model(model), gpus, node)
     unknown = [d for d in visible_devices(device_ids) if d not in info]
     if unknown:

@@ -85,9 +85,7 @@ class Kubelets:
             return
         for resource in list(dm.devices):
             dm.endpoint_stopped(resource)
-        for resource, ids in advertised_devices(node).items():
-            dm.register(resource, None)
-            dm.update_devices(resource, ids)
+        self._replug(dm, node)
         self._plugin_configs.pop(node.name, None)
         self._mark_failed(node.name)
         self.sync_status(node.name)
@@ -151,12 +149,16 @@ class Kubelets:
             dm.endpoint_stopped(resource)
         self.sync_status(node)
 
+    @staticmethod
+    def _replug(dm: DeviceManager, node: Node) -> None:
+        """The plugin registers again: its first ListAndWatch, each device with its NUMA node."""
+        for resource, ids in advertised_devices(node).items():
+            dm.register(resource, None)
+            dm.update_devices(resource, [(d, True, node.device_numa.get(d)) for d in ids])
+
     def restart_plugin(self, node: str) -> None:
         """The plugin comes back and re-registers its devices."""
-        dm = self.devices[node]
-        for resource, ids in advertised_devices(self.cluster.nodes[node]).items():
-            dm.register(resource, None)
-            dm.update_devices(resource, ids)
+        self._replug(self.devices[node], self.cluster.nodes[node])
         self._mark_failed(node)  # its first ListAndWatch still reports the failed GPUs
         self.sync_status(node)
 

@@ -103,3 +103,17 @@ def test_the_story_is_the_same_on_the_real_control_plane(local):
     text = "".join(p.read_text() for p in logs)
     u = gpu_uuids("plain-0", 8)
     assert f"preferred allocation nvidia.com/gpu: 4 of {','.join(u[1:])} -> {','.join(u[4:])}" in text
+
+
+def test_a_restarted_plugin_reports_the_numa_nodes_again_on_the_sim():
+    """The first ListAndWatch after a restart carries each device's topology, as before it."""
+    lab = gpu_lab.connect("sim", seed=0)
+    lab.apply(POOLS)
+    lab.apply([gpu_pod("one", 1, "plain-0")])
+    lab.schedule()
+    lab.kill_plugin("plain-0")
+    lab.restart_plugin("plain-0")
+    lab.apply([gpu_pod("four", 4, "plain-0")])
+    lab.schedule()
+    held = lab.pods().set_index("name").loc["four", "devices"]["nvidia.com/gpu"]
+    assert sorted(gpu_uuids("plain-0", 8).index(d) for d in held) == [4, 5, 6, 7]
