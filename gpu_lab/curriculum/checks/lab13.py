@@ -125,14 +125,20 @@ def paged_cluster(backend: str = "sim", **options: Any):
     pods = lab.pods()
     running = {r["name"]: int(r["gpus"]) for _, r in pods.iterrows() if r["phase"] == "Running"}
     spanning = tuple(sorted(p for p in running if len(sockets(lab, p)) > 1))
-    apps = {"chat": sum(1 for p in running if p.startswith("chat-")),
-            "finetune": sum(1 for p in running if p in FINETUNES)}
+    apps = {app: sum(1 for p in running if _app(p) == app) for app in ("chat", "finetune")}
     _INCIDENTS.remember(lab, Incident(spanning, running, apps))
     return lab
 
 
 def _incident(lab) -> Incident:
     return _INCIDENTS.of(lab)
+
+
+def _app(pod: str) -> str | None:
+    """The workload a pod belongs to, by the names the ticket's manifests use."""
+    if pod.startswith("chat-"):
+        return "chat"
+    return "finetune" if pod in FINETUNES else None
 
 
 def _where(lab, pod: str) -> str:
@@ -182,9 +188,7 @@ def check_fix(lab) -> Feedback:
     counts = {app: 0 for app in inc.apps}
     sizes_ok = True
     for _, r in running.iterrows():
-        app = (r["labels"] or {}).get("app") if isinstance(r.get("labels"), dict) else None
-        if app is None:
-            app = "chat" if str(r["name"]).startswith("chat-") else "finetune" if r["name"] in FINETUNES else None
+        app = _app(str(r["name"]))
         if app in counts:
             counts[app] += 1
             want = 2 if app == "chat" else 4
@@ -199,6 +203,5 @@ def check_fix(lab) -> Feedback:
     spans = [p for p in running["name"] if len(sockets(lab, p)) > 1]
     c.require(not spans, "still spanning sockets: " + "; ".join(f"{p} ({_where(lab, p)})" for p in spans),
               "no pod spans NUMA nodes: " + "; ".join(f"{p} on {_where(lab, p)}"
-                                                      for p in running["name"] if p in FINETUNES or
-                                                      str(p).startswith("ft")))
+                                                      for p in running["name"] if _app(str(p)) == "finetune"))
     return c.done()
